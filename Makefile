@@ -1,0 +1,45 @@
+# The two commands of the README. Both set up .venv on a fresh machine.
+#   make book   -> executes the labs (CPU profile) and builds _build/html
+#   make test   -> unit + distributed tests, nbval on the labs, strict book build
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+PROFILE ?= cpu
+
+# DeepSpeed's C++ ops compile on first use: keep them in the project's cache.
+export TORCH_EXTENSIONS_DIR := $(CURDIR)/.cache/torch_extensions
+export MPLBACKEND := Agg
+export PYDEVD_DISABLE_FILE_VALIDATION := 1
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.PHONY: setup book labs test test-fast html clean
+
+setup: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -r requirements.txt
+	$(BIN)/python -m pip install -q --no-deps -e .
+	touch $(STAMP)
+
+labs: $(STAMP)
+	$(BIN)/python scripts/run_labs.py --profile $(PROFILE)
+
+book: labs
+	$(BIN)/python scripts/build_book.py --labs-from _build/labs/$(PROFILE)
+
+# Strict build of the book, labs as committed (they are executed by nbval
+# below, once); then every test, the labs through nbval, and the offline
+# check of the HTML just built.
+test: $(STAMP)
+	$(BIN)/python scripts/build_book.py --strict
+	LABKIT_BOOK_BUILT=1 $(BIN)/python -m pytest tests labs --nbval-lax \
+		--durations=15 -q
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest tests -q -m "not distributed"
+
+clean:
+	rm -rf _build

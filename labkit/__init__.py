@@ -1,0 +1,14 @@
+"""labkit: the code behind the chapters and labs of "Training at Scale".
+
+- ``labkit.predict.*``  pure formulas (no torch import): memory ledger,
+  communication volume, FLOPs/MFU, pipeline bubbles.
+- ``labkit.measure.*``  the twins that measure the same quantities inside a
+  real run: bytes per rank, bytes through each collective, profiler breakdown.
+- ``labkit.runs.*``     entry modules started under torchrun, one per family.
+- ``labkit.launch``     starts a torchrun job from a notebook cell.
+- ``labkit.lab``        the predicted / measured / ratio records a lab saves.
+- ``labkit.model``      the tiny GPT all labs train.
+
+Command line: ``python -m labkit --help``.
+"""
+__version__ = "0.1.0"

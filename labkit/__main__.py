@@ -1,0 +1,60 @@
+"""Command line of the course: ``python -m labkit COMMAND ...``.
+
+    python -m labkit memory --params 70e9 --gpus 8 --gpu-mem 80 --stage 3
+    python -m labkit comm --params 7e9 --gpus 8 --strategy zero3
+    python -m labkit flops --layers 96 --hidden 12288 --heads 96 --seq 2048 \
+        --vocab 51200 --batch 1536
+    python -m labkit pipeline --schedule 1f1b --stages 4 --microbatches 8
+    python -m labkit profile RUN_DIR
+
+Each command lives in the module named below and exposes
+``add_arguments(parser)`` and ``main(args) -> int``. Bad input: a one-line
+error on stderr and exit status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+COMMANDS = {
+    "memory": ("labkit.predict.memory", "per-GPU memory ledger (ZeRO stages, FSDP, offload)"),
+    "comm": ("labkit.predict.sharding", "communication volume and time per step"),
+    "flops": ("labkit.predict.flops", "parameters, FLOPs per iteration, MFU"),
+    "pipeline": ("labkit.predict.pipeline_parallel", "pipeline schedules and bubble fraction"),
+    "profile": ("labkit.measure.profiling", "compute / comm / data / idle breakdown of traces"),
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        raise SystemExit(2)
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__)
+        for name, (module, help_) in COMMANDS.items():
+            print(f"  {name:9s} {help_}  [{module}]")
+        return 0 if argv else 2
+    name = argv[0]
+    if name not in COMMANDS:
+        sys.stderr.write(f"python -m labkit: error: unknown command {name!r} "
+                         f"(choose from {', '.join(COMMANDS)})\n")
+        return 2
+    module = importlib.import_module(COMMANDS[name][0])  # only the one asked
+    parser = _Parser(prog=f"python -m labkit {name}",
+                     description=COMMANDS[name][1])
+    module.add_arguments(parser)
+    args = parser.parse_args(argv[1:])
+    try:
+        return module.main(args) or 0
+    except ValueError as e:
+        sys.stderr.write(f"python -m labkit {name}: error: {e}\n")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""The rank side of a launch: join the process group, pick the device, save JSON.
+
+Every entry module under ``labkit.runs`` does::
+
+    ctx = dist.init()              # reads torchrun's RANK, WORLD_SIZE, ...
+    ...train, measure...
+    dist.save(ctx, {"loss": losses, ...})   # -> $LABKIT_RUN_DIR/rank-<r>.json
+    dist.close()
+
+The backend comes from ``LABKIT_BACKEND`` (set by :func:`labkit.launch.launch`),
+or, run by hand under torchrun, nccl if CUDA is there and gloo otherwise.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.distributed as tdist
+
+
+@dataclass
+class Context:
+    rank: int
+    world_size: int
+    local_rank: int
+    backend: str
+    device: torch.device
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+
+def init(timeout_s: float = 120.0) -> Context:
+    """Initialise torch.distributed from torchrun's environment."""
+    from datetime import timedelta
+    backend = os.environ.get("LABKIT_BACKEND") or (
+        "nccl" if torch.cuda.is_available() else "gloo")
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    if backend == "nccl":
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+    else:
+        device = torch.device("cpu")
+        torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    if not tdist.is_initialized():
+        kw = {"device_id": device} if backend == "nccl" else {}
+        tdist.init_process_group(backend, timeout=timedelta(seconds=timeout_s),
+                                 **kw)
+    return Context(rank=tdist.get_rank(), world_size=tdist.get_world_size(),
+                   local_rank=local_rank, backend=backend, device=device)
+
+
+def save(ctx: Context, record: dict) -> Path:
+    """Write this rank's result record as JSON where the launcher looks."""
+    run_dir = Path(os.environ.get("LABKIT_RUN_DIR", "."))
+    run_dir.mkdir(parents=True, exist_ok=True)
+    out = run_dir / f"rank-{ctx.rank}.json"
+    record = {"rank": ctx.rank, "world_size": ctx.world_size,
+              "backend": ctx.backend, **record}
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record, indent=1, default=_jsonable))
+    tmp.replace(out)
+    return out
+
+
+def close() -> None:
+    if tdist.is_initialized():
+        tdist.barrier()
+        tdist.destroy_process_group()
+
+
+def _jsonable(x):
+    if isinstance(x, torch.Tensor):
+        return x.tolist()
+    if isinstance(x, Path):
+        return str(x)
+    raise TypeError(f"cannot write {type(x).__name__} as JSON")

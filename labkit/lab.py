@@ -1,0 +1,87 @@
+"""What a lab shows and saves: predicted, measured and their ratio.
+
+    res = Results("memory", profile=profile, results_dir=results_dir)
+    res.add("model_states", strategy="ddp", world_size=2,
+            predicted=16 * psi, measured=measured_bytes, unit="bytes")
+    res.show()      # a table in the notebook
+    res.save()      # results.json, a list of records
+
+Every record carries the device it was measured on (``cpu`` or the GPU's
+name), so that a CPU figure can never pass for a GPU figure.
+"""
+from __future__ import annotations
+
+import json
+import math
+import platform
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FIELDS = ("quantity", "strategy", "world_size", "predicted", "measured",
+          "ratio", "unit")
+
+
+def ratio(measured, predicted):
+    """measured / predicted, or None when there is nothing to divide by."""
+    if predicted in (None, 0) or measured is None:
+        return None
+    return measured / predicted
+
+
+def describe_device(backend: str = "gloo") -> str:
+    """``cpu (N cores)`` or the CUDA device name, for the records."""
+    if backend == "nccl":
+        import torch
+        return f"cuda: {torch.cuda.get_device_name(0)}"
+    import os
+    return f"cpu: {platform.processor() or platform.machine()}, {os.cpu_count()} cores"
+
+
+class Results:
+    def __init__(self, lab: str, profile: str = "cpu",
+                 results_dir: str | Path | None = None):
+        self.lab = lab
+        self.profile = profile
+        self.dir = Path(results_dir) if results_dir else (
+            ROOT / "_build" / "labs" / "scratch" / lab)
+        self.records: list[dict] = []
+
+    def add(self, quantity: str, strategy: str, world_size: int, predicted,
+            measured, unit: str, device: str | None = None, **extra) -> dict:
+        rec = {"quantity": quantity, "strategy": strategy,
+               "world_size": world_size, "predicted": predicted,
+               "measured": measured, "ratio": ratio(measured, predicted),
+               "unit": unit, "device": device or describe_device(),
+               "profile": self.profile, **extra}
+        self.records.append(rec)
+        return rec
+
+    def frame(self, quantity: str | None = None):
+        import pandas as pd
+        rows = [r for r in self.records
+                if quantity is None or r["quantity"] == quantity]
+        return pd.DataFrame(rows, columns=[*FIELDS, "device"] + sorted(
+            {k for r in rows for k in r} - set(FIELDS) - {"device", "profile"}))
+
+    def show(self, quantity: str | None = None, digits: int = 4):
+        df = self.frame(quantity)
+        fmt = {"ratio": lambda v: "" if v is None or (
+            isinstance(v, float) and math.isnan(v)) else f"{v:.{digits}f}"}
+        try:
+            from IPython.display import display
+            display(df.style.format(fmt).hide(axis="index"))
+        except ImportError:  # plain Python
+            print(df.to_string(index=False))
+        return df
+
+    def save(self) -> Path:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        out = self.dir / "results.json"
+        out.write_text(json.dumps(self.records, indent=1))
+        return out
+
+
+def require(condition: bool, message: str) -> None:
+    """Stop a lab with a clear message before any process is started."""
+    if not condition:
+        raise ValueError(message)

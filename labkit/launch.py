@@ -1,0 +1,252 @@
+"""Start a torchrun job from a notebook cell and collect per-rank JSON.
+
+    from labkit.launch import launch
+    results = launch("labkit.runs.selftest", nproc=2, args=["--mode", "ok"])
+
+`launch` runs ``python -m torch.distributed.run --nproc-per-node N -m MODULE
+ARGS`` in a new process session, so that a timeout or a failure can kill the
+whole group (torchrun and every rank) and leave no orphan behind. Each rank
+writes ``rank-<r>.json`` into the run folder with :func:`labkit.dist.save`;
+`launch` returns those records as a list indexed by rank.
+
+Why not ``mp.spawn`` from the notebook: the child processes would have to
+unpickle functions defined in ``__main__``, which a Jupyter kernel does not
+have; torchrun starts clean interpreters on a module instead.
+
+Backend: nccl when the machine has at least ``nproc`` CUDA GPUs, else gloo
+(one process per core-ish, ``OMP_NUM_THREADS=1``). ``require_gpu=True``
+(the GPU profiles) refuses to fall back to CPU.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_TIMEOUT_S = 300.0
+LOG_TAIL_LINES = 40
+
+
+class LaunchError(RuntimeError):
+    """A distributed run failed, crashed or timed out; the message holds the logs."""
+
+
+def cuda_device_count() -> int:
+    """Number of visible CUDA GPUs (0 without a CUDA build of torch)."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a hard requirement
+        return 0
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def pick_backend(nproc: int, backend: str | None = None,
+                 require_gpu: bool = False) -> str:
+    """Validate the request and choose nccl or gloo, before anything starts."""
+    if not isinstance(nproc, int) or isinstance(nproc, bool) or nproc < 1:
+        raise ValueError(f"world size must be an integer >= 1, got {nproc!r}")
+    gpus = cuda_device_count()
+    if require_gpu and gpus < nproc:
+        raise ValueError(
+            f"this profile needs {nproc} CUDA GPUs, {gpus} are visible; "
+            "use the cpu profile on a machine without GPUs")
+    if backend is None:
+        backend = "nccl" if gpus >= nproc else "gloo"
+    if backend not in ("nccl", "gloo"):
+        raise ValueError(f"unknown backend {backend!r}: use 'nccl' or 'gloo'")
+    if backend == "nccl" and gpus < nproc:
+        raise ValueError(f"nccl needs one GPU per rank: {nproc} ranks, "
+                         f"{gpus} GPUs visible")
+    return backend
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nobody listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return "(no log)"
+    return "\n".join(text[-lines:]) if text else "(empty log)"
+
+
+def rank_logs(run_dir: Path) -> dict[int, list[Path]]:
+    """torchrun's per-rank stdout/stderr files under ``run_dir/logs``."""
+    logs: dict[int, list[Path]] = {}
+    for f in sorted((run_dir / "logs").glob("**/attempt_*/*/std*.log")):
+        try:
+            rank = int(f.parent.name)
+        except ValueError:
+            continue
+        logs.setdefault(rank, []).append(f)
+    return logs
+
+
+def _failure_report(run_dir: Path, nproc: int, headline: str) -> str:
+    """Say which ranks failed and show the end of each failing rank's log."""
+    errors = {}
+    for f in (run_dir / "logs").glob("**/attempt_*/*/error.json"):
+        try:
+            errors[int(f.parent.name)] = f
+        except ValueError:
+            pass
+    logs = rank_logs(run_dir)
+    done = {r for r in range(nproc) if (run_dir / f"rank-{r}.json").exists()}
+    bad = sorted(errors) or sorted(set(range(nproc)) - done) or list(range(nproc))
+    root = _root_cause_rank(run_dir / "torchrun.log")
+    if root is not None:  # the rank that failed first, then the rest
+        bad = [root] + [r for r in bad if r != root]
+    parts = [headline, f"run folder: {run_dir}"]
+    for r in bad[:2]:
+        for f in logs.get(r, []):
+            if not f.stat().st_size:
+                continue
+            parts.append(f"--- rank {r} {f.name} (last {LOG_TAIL_LINES} lines) ---")
+            parts.append(_tail(f))
+    parts.append("--- torchrun ---")
+    parts.append(_tail(run_dir / "torchrun.log", 15))
+    return "\n".join(parts)
+
+
+def _root_cause_rank(torchrun_log: Path) -> int | None:
+    """The rank torchrun names under 'Root Cause (first observed failure)'."""
+    import re
+    try:
+        text = torchrun_log.read_text(errors="replace")
+    except OSError:
+        return None
+    _, _, after = text.partition("Root Cause")
+    m = re.search(r"rank\s*:\s*(\d+)", after)
+    return int(m.group(1)) if m else None
+
+
+def _kill_group(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
+    """SIGTERM the whole process group, then SIGKILL what is left."""
+    try:
+        pgid = os.getpgid(proc.pid)
+    except ProcessLookupError:
+        return
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(pgid, 0)  # anyone left in the group?
+            except ProcessLookupError:
+                proc.poll()
+                return
+            time.sleep(0.1)
+    proc.poll()
+
+
+def launch(module: str, nproc: int, args: list | tuple | dict = (), *,
+           timeout: float = DEFAULT_TIMEOUT_S, backend: str | None = None,
+           require_gpu: bool = False, run_dir: str | Path | None = None,
+           env: dict | None = None) -> list[dict]:
+    """Run ``torchrun -m module`` on ``nproc`` ranks; return rank JSON records.
+
+    ``args`` is a list of strings, or a dict turned into ``--key value``
+    flags (``True`` gives a bare flag, lists are joined with commas).
+    Raises ``ValueError`` for bad requests (before any process starts) and
+    :class:`LaunchError` on a crash, a non-zero exit or a timeout, with the
+    failing rank's log tail in the message.
+    """
+    backend = pick_backend(nproc, backend, require_gpu)
+    if timeout is None or timeout <= 0:
+        raise ValueError("every launch needs a positive timeout in seconds")
+    argv = _as_argv(args)
+    run_dir = Path(run_dir) if run_dir else Path(
+        tempfile.mkdtemp(prefix=module.rsplit(".", 1)[-1] + "-",
+                         dir=_scratch()))
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True)
+
+    port = free_port()
+    cmd = [sys.executable, "-m", "torch.distributed.run",
+           f"--nproc-per-node={nproc}", "--nnodes=1",
+           "--master-addr=127.0.0.1", f"--master-port={port}",
+           f"--log-dir={run_dir / 'logs'}", "--redirects=3", "--tee=0",
+           "-m", module, *argv]
+    child_env = dict(os.environ)
+    child_env.update({
+        "LABKIT_BACKEND": backend,
+        "LABKIT_RUN_DIR": str(run_dir),
+        "OMP_NUM_THREADS": child_env.get("OMP_NUM_THREADS", "1"),
+        "TORCH_EXTENSIONS_DIR": child_env.get(
+            "TORCH_EXTENSIONS_DIR", str(ROOT / ".cache" / "torch_extensions")),
+        "PYTHONUNBUFFERED": "1",
+    })
+    # Let ranks import labkit from a source checkout without installing it.
+    child_env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(ROOT), child_env.get("PYTHONPATH")) if p)
+    child_env.update({k: str(v) for k, v in (env or {}).items()})
+    (run_dir / "command.txt").write_text(" ".join(cmd) + "\n")
+
+    with open(run_dir / "torchrun.log", "wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=child_env,
+                                start_new_session=True)
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            raise LaunchError(_failure_report(
+                run_dir, nproc, f"{module} on {nproc} ranks timed out after "
+                f"{timeout:.0f} s; all its processes were killed")) from None
+        except BaseException:  # KeyboardInterrupt in a notebook, for one
+            _kill_group(proc)
+            raise
+        finally:
+            _kill_group(proc, grace_s=1.0)  # stragglers, if any
+    if rc != 0:
+        raise LaunchError(_failure_report(
+            run_dir, nproc, f"{module} on {nproc} ranks failed "
+            f"(torchrun exit status {rc})"))
+    results = []
+    for r in range(nproc):
+        f = run_dir / f"rank-{r}.json"
+        if not f.exists():
+            raise LaunchError(_failure_report(
+                run_dir, nproc, f"rank {r} exited without writing {f.name}"))
+        results.append(json.loads(f.read_text()))
+    return results
+
+
+def _as_argv(args) -> list[str]:
+    if isinstance(args, dict):
+        argv = []
+        for k, v in args.items():
+            flag = "--" + k.replace("_", "-")
+            if v is True:
+                argv.append(flag)
+            elif v is False or v is None:
+                continue
+            elif isinstance(v, (list, tuple)):
+                argv += [flag, ",".join(str(x) for x in v)]
+            else:
+                argv += [flag, str(v)]
+        return argv
+    return [str(a) for a in args]
+
+
+def _scratch() -> str:
+    d = ROOT / "_build" / "runs"
+    d.mkdir(parents=True, exist_ok=True)
+    return str(d)

@@ -1,0 +1,1 @@
+"""Measurements taken inside real runs; twins of ``labkit.predict``."""

@@ -1,0 +1,173 @@
+"""The tiny GPT every lab trains, and the synthetic data it learns.
+
+    python -m labkit.model            # prints the default size and one loss
+
+A decoder-only transformer in the GPT-2 layout (pre-LayerNorm, learned
+positions, GELU MLP of width 4h), with no weight tying so that the parameter
+count is the Megatron formula plus the output layer (see
+:func:`labkit.predict.memory.gpt_params`, which the tests hold this module to).
+
+The model is split into three kinds of child modules -- ``embed``, each of
+``blocks`` and ``head`` -- and the root holds no parameter of its own. Those
+children are the natural units for FSDP wrapping (:func:`sharding_units`), and
+with nothing left at the root, "resharded after forward" means every unit.
+
+The data is a learnable synthetic language: each sequence is an arithmetic
+progression modulo the vocabulary, ``t[i+1] = t[i] + k (mod V)`` with a random
+start and a random stride ``k`` in 1..8. The loss falls in a few steps, and
+every rank can build the same global batch from ``(seed, step)`` alone.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+@dataclass
+class GPTConfig:
+    vocab: int = 256
+    seq: int = 32
+    layers: int = 2
+    hidden: int = 64
+    heads: int = 4
+    mlp_ratio: int = 4
+
+    def __post_init__(self):
+        for k, v in asdict(self).items():
+            if not isinstance(v, int) or v < 1:
+                raise ValueError(f"GPTConfig.{k} must be a positive int, got {v!r}")
+        if self.hidden % self.heads:
+            raise ValueError(f"hidden ({self.hidden}) must be divisible by "
+                             f"heads ({self.heads})")
+
+
+class Embeddings(nn.Module):
+    def __init__(self, c: GPTConfig):
+        super().__init__()
+        self.tok = nn.Embedding(c.vocab, c.hidden)
+        self.pos = nn.Embedding(c.seq, c.hidden)
+
+    def forward(self, idx):
+        pos = torch.arange(idx.shape[1], device=idx.device)
+        return self.tok(idx) + self.pos(pos)
+
+
+class Attention(nn.Module):
+    def __init__(self, c: GPTConfig):
+        super().__init__()
+        self.heads = c.heads
+        self.qkv = nn.Linear(c.hidden, 3 * c.hidden)
+        self.proj = nn.Linear(c.hidden, c.hidden)
+
+    def forward(self, x):
+        b, s, h = x.shape
+        q, k, v = self.qkv(x).split(h, dim=2)
+        q, k, v = (t.view(b, s, self.heads, h // self.heads).transpose(1, 2)
+                   for t in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.proj(y.transpose(1, 2).reshape(b, s, h))
+
+
+class MLP(nn.Module):
+    def __init__(self, c: GPTConfig):
+        super().__init__()
+        self.fc = nn.Linear(c.hidden, c.mlp_ratio * c.hidden)
+        self.proj = nn.Linear(c.mlp_ratio * c.hidden, c.hidden)
+
+    def forward(self, x):
+        return self.proj(F.gelu(self.fc(x)))
+
+
+class Block(nn.Module):
+    def __init__(self, c: GPTConfig):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(c.hidden)
+        self.attn = Attention(c)
+        self.ln2 = nn.LayerNorm(c.hidden)
+        self.mlp = MLP(c)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class Head(nn.Module):
+    def __init__(self, c: GPTConfig):
+        super().__init__()
+        self.ln_f = nn.LayerNorm(c.hidden)
+        self.out = nn.Linear(c.hidden, c.vocab, bias=False)
+
+    def forward(self, x):
+        return self.out(self.ln_f(x))
+
+
+class GPT(nn.Module):
+    def __init__(self, c: GPTConfig):
+        super().__init__()
+        self.config = c
+        self.embed = Embeddings(c)
+        self.blocks = nn.ModuleList(Block(c) for _ in range(c.layers))
+        self.head = Head(c)
+        self.apply(_init)
+
+    def forward(self, idx, targets=None):
+        x = self.embed(idx)
+        for block in self.blocks:
+            x = block(x)
+        logits = self.head(x)
+        if targets is None:
+            return logits
+        return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
+
+
+def _init(m):
+    if isinstance(m, (nn.Linear, nn.Embedding)):
+        nn.init.normal_(m.weight, std=0.02)
+        if getattr(m, "bias", None) is not None:
+            nn.init.zeros_(m.bias)
+
+
+def build(config: GPTConfig | None = None, seed: int = 0) -> GPT:
+    """The same initial weights on every rank, from the seed alone."""
+    torch.manual_seed(seed)
+    return GPT(config or GPTConfig())
+
+
+def sharding_units(model: GPT) -> list[nn.Module]:
+    """The modules FSDP wraps (or shards) one by one, in forward order."""
+    return [model.embed, *model.blocks, model.head]
+
+
+def batch(config: GPTConfig, batch_size: int, step: int, seed: int = 0,
+          device="cpu"):
+    """The global batch of step ``step``: inputs and next-token targets."""
+    g = torch.Generator().manual_seed(seed * 1_000_003 + step)
+    start = torch.randint(0, config.vocab, (batch_size, 1), generator=g)
+    stride = torch.randint(1, 9, (batch_size, 1), generator=g)
+    tokens = (start + stride * torch.arange(config.seq + 1)) % config.vocab
+    return tokens[:, :-1].to(device), tokens[:, 1:].to(device)
+
+
+def local_batch(x, y, rank: int, world_size: int):
+    """This rank's equal slice of a global batch (data parallelism)."""
+    if x.shape[0] % world_size:
+        raise ValueError(f"global batch {x.shape[0]} is not divisible by "
+                         f"world size {world_size}")
+    n = x.shape[0] // world_size
+    return x[rank * n:(rank + 1) * n], y[rank * n:(rank + 1) * n]
+
+
+def count_params(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+if __name__ == "__main__":
+    c = GPTConfig()
+    m = build(c)
+    x, y = batch(c, 8, step=0)
+    print(f"{c}\nparameters: {count_params(m):,}  "
+          f"loss at init: {m(x, y).item():.4f} (ln V = {math.log(c.vocab):.4f})")

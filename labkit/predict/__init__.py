@@ -1,0 +1,1 @@
+"""Pure formulas: every module here imports no torch and runs anywhere."""

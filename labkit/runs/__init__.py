@@ -1,0 +1,1 @@
+"""Entry modules run under torchrun (``torchrun -m labkit.runs.NAME``)."""

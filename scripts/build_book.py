@@ -1,0 +1,69 @@
+"""Build the HTML book into _build/html from a staged copy of the sources.
+
+    python scripts/build_book.py --strict                      # labs as committed
+    python scripts/build_book.py --labs-from _build/labs/cpu   # executed labs
+
+The book's sources (``_config.yml``, ``_toc.yml``, ``book/``, ``labs/*.ipynb``)
+are copied to ``_build/src``; with ``--labs-from``, each lab notebook there is
+replaced by its executed copy from the lab runner, so the book shows the
+outputs of the run that was measured and the labs are not executed twice.
+Chapters are executed at build time (cheap: pure formulas and plots). The
+build folder is cleaned first; ``--strict`` adds ``-W -n --keep-going``.
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCES = ["_config.yml", "_toc.yml", "book", "labs"]
+
+
+def stage(labs_from: Path | None) -> Path:
+    src = ROOT / "_build" / "src"
+    if src.exists():
+        shutil.rmtree(src)
+    src.mkdir(parents=True)
+    for name in SOURCES:
+        p = ROOT / name
+        if p.is_dir():
+            shutil.copytree(p, src / name, ignore=shutil.ignore_patterns(
+                "__pycache__", ".ipynb_checkpoints", "profiles"))
+        else:
+            shutil.copy2(p, src / name)
+    if labs_from:
+        for nb in sorted((src / "labs").glob("[0-9]*_*.ipynb")):
+            name = nb.stem.partition("_")[2]
+            executed = labs_from / name / nb.name
+            if not executed.exists():
+                raise SystemExit(f"no executed copy of {nb.name} in {labs_from}: "
+                                 f"run scripts/run_labs.py first")
+            shutil.copy2(executed, nb)
+    return src
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--labs-from", type=Path)
+    ap.add_argument("--strict", action="store_true")
+    a = ap.parse_args(argv)
+    src = stage(a.labs_from.resolve() if a.labs_from else None)
+    out = ROOT / "_build"
+    for d in ("html", ".doctrees", "jupyter_execute"):
+        shutil.rmtree(out / d, ignore_errors=True)
+    cmd = [str(Path(sys.executable).with_name("jupyter-book")), "build",
+           str(src), "--builder", "html", "--path-output", str(ROOT), "--all"]
+    if a.strict:
+        cmd += ["-W", "-n", "--keep-going"]
+    print(" ".join(cmd), flush=True)
+    rc = subprocess.call(cmd, cwd=ROOT)
+    if rc == 0:
+        print(f"book: {out / 'html' / 'index.html'}")
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""Execute the lab notebooks with papermill under a parameter profile.
+
+    python scripts/run_labs.py --profile cpu                 # every lab
+    python scripts/run_labs.py --profile gpu8 --only memory  # one lab
+
+Parameters come from ``labs/profiles/<profile>.yaml`` (one section per lab,
+keyed by the lab's name without its number). For each lab the executed
+notebook and its ``results.json`` go to ``_build/labs/<profile>/<lab>/``; an
+earlier run there is kept, renamed with its time stamp, never overwritten.
+A failing lab does not stop the others; the summary table gives each lab's
+status and seconds, and the exit status is 1 if any lab failed.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+LABS = ROOT / "labs"
+OUT = ROOT / "_build" / "labs"
+BUDGET_S = {"cpu": 90.0}  # per lab, on 2 cores (DEVELOPERS.md)
+
+
+def lab_name(path: Path) -> str:
+    """``labs/01_memory.ipynb`` -> ``memory``."""
+    stem = path.stem
+    head, _, tail = stem.partition("_")
+    return tail if head.isdigit() and tail else stem
+
+
+def discover() -> dict[str, Path]:
+    return {lab_name(p): p for p in sorted(LABS.glob("[0-9]*_*.ipynb"))}
+
+
+def load_profile(profile: str) -> dict:
+    f = LABS / "profiles" / f"{profile}.yaml"
+    if not f.exists():
+        known = sorted(p.stem for p in (LABS / "profiles").glob("*.yaml"))
+        raise SystemExit(f"unknown profile {profile!r}; known: {known}")
+    return yaml.safe_load(f.read_text()) or {}
+
+
+def keep_previous(folder: Path) -> Path | None:
+    """Move an earlier run aside as ``<lab>.<timestamp>`` and say where."""
+    if not folder.exists():
+        return None
+    stamp = dt.datetime.fromtimestamp(folder.stat().st_mtime)
+    dest = folder.with_name(f"{folder.name}.{stamp:%Y%m%d-%H%M%S}")
+    n = 1
+    while dest.exists():
+        dest = folder.with_name(f"{folder.name}.{stamp:%Y%m%d-%H%M%S}-{n}")
+        n += 1
+    folder.rename(dest)
+    return dest
+
+
+def run_lab(name: str, nb: Path, profile: str, params: dict) -> tuple[str, float, str]:
+    import papermill as pm
+    out_dir = OUT / profile / name
+    previous = keep_previous(out_dir)
+    out_dir.mkdir(parents=True)
+    parameters = {**params, "profile": profile, "results_dir": str(out_dir)}
+    (out_dir / "parameters.json").write_text(json.dumps(parameters, indent=1))
+    t0 = time.perf_counter()
+    status, detail = "ok", ""
+    try:
+        pm.execute_notebook(str(nb), str(out_dir / nb.name),
+                            parameters=parameters, cwd=str(LABS),
+                            kernel_name="python3", progress_bar=False,
+                            request_save_on_cell_execute=True)
+        if not (out_dir / "results.json").exists():
+            status, detail = "FAILED", "the lab wrote no results.json"
+    except Exception as e:  # papermill's PapermillExecutionError and friends
+        status = "FAILED"
+        detail = str(e).strip().splitlines()[-1] if str(e).strip() else repr(e)
+    seconds = time.perf_counter() - t0
+    budget = BUDGET_S.get(profile)
+    if status == "ok" and budget and seconds > budget:
+        detail = f"over the {budget:.0f} s budget"
+    if previous:
+        detail = (detail + "; " if detail else "") + f"previous run kept in {previous.name}"
+    (out_dir / "run.json").write_text(json.dumps(
+        {"lab": name, "profile": profile, "status": status,
+         "seconds": round(seconds, 2), "detail": detail,
+         "finished": dt.datetime.now().isoformat(timespec="seconds")}, indent=1))
+    return status, seconds, detail
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--profile", default="cpu")
+    ap.add_argument("--only", action="append", default=[],
+                    help="run just this lab (name, e.g. 'memory'); repeatable")
+    a = ap.parse_args(argv)
+    labs = discover()
+    profile = load_profile(a.profile)
+    unknown = [n for n in a.only if n not in labs]
+    if unknown:
+        raise SystemExit(f"unknown lab(s) {unknown}; known: {sorted(labs)}")
+    missing = sorted(set(profile) - set(labs))
+    if missing:
+        raise SystemExit(f"{a.profile}.yaml names labs that do not exist: {missing}")
+    chosen = a.only or list(labs)
+    rows = []
+    for i, name in enumerate(chosen, 1):
+        print(f"[{i}/{len(chosen)}] {name} ({a.profile}) ...", flush=True)
+        status, seconds, detail = run_lab(name, labs[name], a.profile,
+                                          profile.get(name) or {})
+        print(f"[{i}/{len(chosen)}] {name}: {status} in {seconds:.1f} s"
+              + (f" -- {detail}" if detail else ""), flush=True)
+        rows.append((name, status, seconds, detail))
+    print(f"\n{'lab':24s} {'status':8s} {'seconds':>8s}  note")
+    for name, status, seconds, detail in rows:
+        print(f"{name:24s} {status:8s} {seconds:8.1f}  {detail}")
+    failed = [r for r in rows if r[1] != "ok"]
+    print(f"\n{len(rows) - len(failed)} passed, {len(failed)} failed"
+          f" (executed notebooks in {OUT / a.profile})")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
