@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ["_config.yml", "_toc.yml", "book", "labs"]
 
 
-def stage(labs_from: Path | None) -> Path:
-    src = ROOT / "_build" / "src"
+def stage(labs_from: Path | None, out: Path) -> Path:
+    src = out / "src"
     if src.exists():
         shutil.rmtree(src)
     src.mkdir(parents=True)
@@ -49,13 +49,17 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--labs-from", type=Path)
     ap.add_argument("--strict", action="store_true")
+    ap.add_argument("--out", type=Path, default=ROOT / "_build",
+                    help="build folder (default _build): html/ goes there")
     a = ap.parse_args(argv)
-    src = stage(a.labs_from.resolve() if a.labs_from else None)
-    out = ROOT / "_build"
+    out = a.out.resolve()
+    if out.name != "_build":  # jupyter-book writes to <path-output>/_build
+        ap.error("--out must be a folder named _build, e.g. /tmp/me/_build")
+    src = stage(a.labs_from.resolve() if a.labs_from else None, out)
     for d in ("html", ".doctrees", "jupyter_execute"):
         shutil.rmtree(out / d, ignore_errors=True)
     cmd = [str(Path(sys.executable).with_name("jupyter-book")), "build",
-           str(src), "--builder", "html", "--path-output", str(ROOT), "--all"]
+           str(src), "--builder", "html", "--path-output", str(out.parent), "--all"]
     if a.strict:
         cmd += ["-W", "-n", "--keep-going"]
     print(" ".join(cmd), flush=True)
