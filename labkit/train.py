@@ -1,0 +1,59 @@
+"""The training step every lab shares, and its single-process reference.
+
+    losses = reference_losses(config, steps=3, batch_size=8)   # one process
+    # inside a rank:
+    x, y = local_batch(*batch(config, 8, step), ctx.rank, ctx.world_size)
+    loss = train_step(model, optimizer, x, y)                  # local loss
+    global_loss = mean_over_ranks(loss)                        # = reference
+
+Data parallelism averages gradients over ranks, and each rank's loss is the
+mean over an equal slice of the same global batch, so the mean of the rank
+losses is the loss a single process computes on the whole batch: that is the
+reference every distributed lab compares against (to float round-off).
+"""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+import torch.distributed as tdist
+
+from labkit.model import GPTConfig, batch, build
+
+LR = 1e-3
+
+
+def make_optimizer(model: torch.nn.Module, lr: float = LR):
+    """Adam (no weight decay), the optimizer the memory ledger assumes."""
+    return torch.optim.Adam(model.parameters(), lr=lr, foreach=False)
+
+
+def train_step(model, optimizer, x, y, autocast=None) -> torch.Tensor:
+    """Forward, backward, optimizer step; returns the (local) loss."""
+    optimizer.zero_grad(set_to_none=True)
+    with autocast or contextlib.nullcontext():
+        loss = model(x, y)
+    loss.backward()
+    optimizer.step()
+    return loss.detach()
+
+
+def mean_over_ranks(loss: torch.Tensor) -> float:
+    """Average a scalar over all ranks (the global-batch loss)."""
+    t = loss.detach().float().clone()
+    if tdist.is_initialized():
+        tdist.all_reduce(t)
+        t /= tdist.get_world_size()
+    return t.item()
+
+
+def reference_losses(config: GPTConfig, steps: int, batch_size: int,
+                     seed: int = 0, lr: float = LR) -> list[float]:
+    """Losses of the same training run in one process, on the full batch."""
+    model = build(config, seed)
+    opt = make_optimizer(model, lr)
+    losses = []
+    for step in range(steps):
+        x, y = batch(config, batch_size, step, seed)
+        losses.append(train_step(model, opt, x, y).item())
+    return losses
