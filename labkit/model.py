@@ -161,6 +161,23 @@ def local_batch(x, y, rank: int, world_size: int):
     return x[rank * n:(rank + 1) * n], y[rank * n:(rank + 1) * n]
 
 
+def check_shardable(config: GPTConfig, world_size: int) -> None:
+    """Every parameter's first dimension must split evenly over the ranks.
+
+    FSDP shards each parameter along dim 0; when a size does not divide,
+    FSDP2 makes uneven shards and FSDP1 pads, and per-rank bytes no longer
+    equal Psi / N exactly. The labs ask for exact shards, so they say so
+    before anything starts.
+    """
+    dims = {"vocab": config.vocab, "seq": config.seq, "hidden": config.hidden,
+            "3*hidden": 3 * config.hidden,
+            "mlp_ratio*hidden": config.mlp_ratio * config.hidden}
+    bad = [f"{k}={v}" for k, v in dims.items() if v % world_size]
+    if bad:
+        raise ValueError(f"sizes {', '.join(bad)} do not divide by world size "
+                         f"{world_size}: shards would be uneven")
+
+
 def count_params(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 

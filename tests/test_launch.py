@@ -1,0 +1,68 @@
+"""The launcher: results come back; crashes and hangs end cleanly and clearly."""
+import time
+
+import psutil
+import pytest
+
+from labkit.launch import LaunchError, launch, pick_backend
+
+pytestmark = pytest.mark.distributed
+
+
+def _leftovers(run_dir) -> list:
+    """Processes still carrying this run's LABKIT_RUN_DIR in their env."""
+    left = []
+    for p in psutil.process_iter(["pid"]):
+        try:
+            if p.environ().get("LABKIT_RUN_DIR") == str(run_dir):
+                left.append(p.pid)
+        except (psutil.Error, OSError):
+            continue
+    return left
+
+
+def test_ok_returns_rank_records(tmp_path):
+    res = launch("labkit.runs.selftest", 2, ["--mode", "ok"], timeout=120,
+                 run_dir=tmp_path / "run")
+    assert [r["rank"] for r in res] == [0, 1]
+    assert all(r["sum"] == 3.0 and r["backend"] == "gloo" for r in res)
+
+
+def test_crash_shows_the_failing_rank_log(tmp_path):
+    run_dir = tmp_path / "run"
+    with pytest.raises(LaunchError) as e:
+        launch("labkit.runs.selftest", 2, {"mode": "crash", "bad_rank": 1},
+               timeout=120, run_dir=run_dir)
+    msg = str(e.value)
+    assert "failed" in msg and "deliberate crash on rank 1" in msg
+    assert msg.index("rank 1") < msg.index("--- torchrun")
+    assert _leftovers(run_dir) == []
+
+
+def test_hang_is_killed_at_the_timeout(tmp_path):
+    run_dir = tmp_path / "run"
+    t0 = time.monotonic()
+    with pytest.raises(LaunchError, match="timed out after 8 s"):
+        launch("labkit.runs.selftest", 2, {"mode": "hang"}, timeout=8,
+               run_dir=run_dir)
+    assert time.monotonic() - t0 < 60
+    time.sleep(0.5)
+    assert _leftovers(run_dir) == []
+
+
+@pytest.mark.parametrize("nproc", [0, -1, 1.5, "2"])
+def test_bad_world_size_fails_before_start(nproc):
+    with pytest.raises(ValueError, match="world size"):
+        launch("labkit.runs.selftest", nproc, timeout=5)
+
+
+def test_gpu_profile_without_gpus_fails_before_start():
+    with pytest.raises(ValueError, match="CUDA GPUs"):
+        pick_backend(8, require_gpu=True)
+    with pytest.raises(ValueError, match="nccl"):
+        pick_backend(2, backend="nccl")
+
+
+def test_every_launch_needs_a_timeout():
+    with pytest.raises(ValueError, match="timeout"):
+        launch("labkit.runs.selftest", 2, timeout=0)

@@ -1,0 +1,70 @@
+"""The built book loads nothing from another host (math included).
+
+Runs after the book is built (``make test`` builds it first and sets
+LABKIT_BOOK_BUILT=1); skipped when no build is there and nobody asked for it.
+Links (<a href>) to other sites are fine; what a browser *loads* is not:
+scripts, style sheets, images, fonts, frames, CSS url()/@import.
+"""
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+HTML = ROOT / "_build" / "html"
+REMOTE = r"(?:https?:)?//"
+PATTERNS = [
+    re.compile(rf"<script[^>]*\ssrc=[\"']{REMOTE}", re.I),
+    re.compile(rf"<link[^>]*\shref=[\"']{REMOTE}[^>]*>", re.I),
+    re.compile(rf"<(?:img|iframe|source|video|audio|embed)[^>]*\ssrc=[\"']{REMOTE}", re.I),
+    re.compile(rf"url\(\s*[\"']?{REMOTE}", re.I),
+    re.compile(rf"@import\s+(?:url\()?\s*[\"']?{REMOTE}", re.I),
+]
+
+
+def _built() -> bool:
+    if (HTML / "index.html").exists():
+        return True
+    if os.environ.get("LABKIT_BOOK_BUILT"):
+        pytest.fail("make test built the book, but _build/html is missing")
+    pytest.skip("book not built: run `make book` or `make test`")
+
+
+def offending(text: str) -> list[str]:
+    hits = []
+    for pat in PATTERNS:
+        for m in pat.finditer(text):
+            # <link rel="canonical"/"alternate"> etc. load nothing
+            if m.group(0).lower().startswith("<link") and not re.search(
+                    r"rel=[\"'](?:stylesheet|preload|modulepreload|icon|"
+                    r"shortcut icon)[\"']", m.group(0), re.I):
+                continue
+            hits.append(m.group(0)[:120])
+    return hits
+
+
+def test_patterns_catch_remote_loads():
+    assert offending('<script src="https://cdn.example/x.js">')
+    assert offending('<link rel="stylesheet" href="//fonts.example/x.css">')
+    assert offending("body{background:url('https://x/y.png')}")
+    assert not offending('<a href="https://www.mathjax.org">MathJax</a>')
+    assert not offending('<script src="_static/mathjax/tex-chtml.js">')
+
+
+def test_no_html_or_css_loads_from_another_host():
+    _built()
+    files = list(HTML.rglob("*.html")) + list(HTML.rglob("*.css"))
+    assert files
+    bad = {str(f.relative_to(HTML)): offending(f.read_text(errors="replace"))
+           for f in files}
+    bad = {k: v for k, v in bad.items() if v}
+    assert not bad, bad
+
+
+def test_math_is_served_locally():
+    _built()
+    page = (HTML / "book" / "01_memory.html").read_text()
+    m = re.search(r"<script[^>]*src=\"([^\"]*mathjax[^\"]*)\"", page, re.I)
+    assert m, "no MathJax script on the chapter with math"
+    assert (HTML / "book" / m.group(1)).resolve().exists()

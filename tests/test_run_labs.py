@@ -1,0 +1,85 @@
+"""The lab runner: names, profiles, keeping earlier runs, GPU cells."""
+import importlib.util
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+from papermill.inspection import inspect_notebook
+
+ROOT = Path(__file__).resolve().parent.parent
+spec = importlib.util.spec_from_file_location("run_labs",
+                                              ROOT / "scripts" / "run_labs.py")
+run_labs = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(run_labs)
+LABS = run_labs.discover()
+
+
+def test_lab_names():
+    assert run_labs.lab_name(Path("labs/01_memory.ipynb")) == "memory"
+    assert "memory" in LABS
+
+
+def test_keep_previous_never_overwrites(tmp_path):
+    d = tmp_path / "memory"
+    d.mkdir()
+    (d / "results.json").write_text("[1]")
+    kept = run_labs.keep_previous(d)
+    assert not d.exists() and (kept / "results.json").read_text() == "[1]"
+    d.mkdir()
+    kept2 = run_labs.keep_previous(d)
+    assert kept2 != kept and kept.exists()
+
+
+def test_gpu_cells_are_shown_not_run(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("x = 1"),
+                nbformat.v4.new_code_cell("import torch; torch.cuda.init()")]
+    nb.cells[1].metadata["tags"] = ["gpu"]
+    src, dest = tmp_path / "a.ipynb", tmp_path / "b.ipynb"
+    nbformat.write(nb, src)
+    assert run_labs.skip_gpu_cells(src, dest) == 1
+    out = nbformat.read(dest, 4)
+    assert out.cells[1].cell_type == "markdown"
+    assert "torch.cuda.init()" in out.cells[1].source
+
+
+def _params(nb: Path) -> dict:
+    return inspect_notebook(str(nb))
+
+
+@pytest.mark.parametrize("name", sorted(LABS))
+def test_every_lab_has_profile_and_results_dir(name):
+    p = _params(LABS[name])
+    assert p["profile"]["default"] == '"cpu"'
+    assert p["results_dir"]["default"] == "None"
+
+
+@pytest.mark.parametrize("profile", ["cpu", "gpu8"])
+def test_profiles_name_real_labs_and_parameters(profile):
+    prof = yaml.safe_load((ROOT / "labs" / "profiles" / f"{profile}.yaml")
+                          .read_text())
+    assert set(prof) == set(LABS), "one section per lab"
+    for name, params in prof.items():
+        known = set(_params(LABS[name]))
+        assert set(params or {}) <= known, (name, set(params) - known)
+        assert params["profile"] == profile
+
+
+@pytest.mark.parametrize("name", sorted(LABS))
+def test_cpu_profile_equals_notebook_defaults(name):
+    """nbval runs the defaults; the runner runs cpu.yaml: they must agree."""
+    import ast
+    prof = yaml.safe_load((ROOT / "labs" / "profiles" / "cpu.yaml")
+                          .read_text())[name]
+    defaults = _params(LABS[name])
+    for key, value in prof.items():
+        assert ast.literal_eval(defaults[key]["default"]) == value, key
+
+
+def test_unknown_lab_is_a_clear_error():
+    with pytest.raises(SystemExit, match="unknown lab"):
+        run_labs.main(["--profile", "cpu", "--only", "nonexistent"])
+    with pytest.raises(SystemExit, match="unknown profile"):
+        run_labs.main(["--profile", "tpu64"])
