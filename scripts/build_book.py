@@ -13,6 +13,7 @@ build folder is cleaned first; ``--strict`` adds ``-W -n --keep-going``.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -45,7 +46,15 @@ def stage(labs_from: Path | None, out: Path) -> Path:
     return src
 
 
+def use_this_checkout() -> None:
+    """Kernels import labkit from this checkout, whatever is installed."""
+    parts = [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "")
+                           .split(os.pathsep) if p and p != str(ROOT)]
+    os.environ["PYTHONPATH"] = os.pathsep.join(parts)
+
+
 def main(argv=None) -> int:
+    use_this_checkout()
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--labs-from", type=Path)
     ap.add_argument("--strict", action="store_true")

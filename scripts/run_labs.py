@@ -13,6 +13,7 @@ status and seconds, and the exit status is 1 if any lab failed.
 from __future__ import annotations
 
 import argparse
+import os
 import datetime as dt
 import json
 import shutil
@@ -131,7 +132,15 @@ def run_lab(name: str, nb: Path, profile: str, params: dict) -> tuple[str, float
     return status, seconds, detail
 
 
+def use_this_checkout() -> None:
+    """Kernels import labkit from this checkout, whatever is installed."""
+    parts = [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "")
+                           .split(os.pathsep) if p and p != str(ROOT)]
+    os.environ["PYTHONPATH"] = os.pathsep.join(parts)
+
+
 def main(argv=None) -> int:
+    use_this_checkout()
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--profile", default="cpu")
     ap.add_argument("--only", action="append", default=[],
