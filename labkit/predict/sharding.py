@@ -62,7 +62,11 @@ STRATEGIES = ("ddp", "no_shard", "zero1", "zero2", "shard_grad_op", "zero3",
 # The ZeRO volume of each logical byte: an all-reduce is a reduce-scatter
 # plus an all-gather (ZeRO Sec. 7.1).
 PHI_UNITS = {"all_reduce": 2, "all_gather": 1, "reduce_scatter": 1,
-             "broadcast": 1}
+             "broadcast": 1,
+             # DeepSpeed ZeRO-1/2 without multi-rank bucket all-reduce send
+             # each gradient slice to its owner: N reduces of Phi/N elements,
+             # a reduce-scatter done piecewise (lab 4).
+             "reduce": 1}
 # FSDP2 / FSDP1 / DeepSpeed names -> the names of this module.
 ALIASES = {"fsdp2_full": "full_shard", "fsdp2_grad_op": "shard_grad_op",
            "fsdp2_hybrid": "hybrid_shard", "fsdp1_full_shard": "full_shard",

@@ -1,0 +1,303 @@
+"""Train the tiny GPT with DeepSpeed ZeRO-0..3 and offload; count its bytes.
+
+    torchrun --nproc-per-node 2 -m labkit.runs.zero \
+        --variants zero0,zero1,zero2,zero3,zero3_offload_params \
+        --steps 3 --fsdp fsdp2_full --reference
+
+    # the same with DeepSpeed's own launcher (it passes --local_rank)
+    deepspeed --num_gpus 2 --module labkit.runs.zero --variants zero3
+
+For each variant (a name from ``labkit.zero_config.VARIANTS``) every rank
+builds the same model from the same seed, hands it to
+``deepspeed.initialize`` with the JSON of its :class:`ZeroConfig` and a
+plain ``torch.optim.Adam`` (``labkit.train.make_optimizer``), and trains
+``--steps`` steps on the same batches as the single-process reference
+(``labkit.train.reference_losses``). On the last step it records:
+
+- the model-state bytes at the end of backward, before DeepSpeed's final
+  gradient reduction (``measure.zero.at_end_of_backward``): the moment the
+  most gradient bytes are alive, and what the ledger counts;
+- the same after the optimizer step (what stays between steps);
+- every collective of the step (``measure.collectives.CollectiveCounter``).
+
+``--fsdp`` trains ``labkit.wrap`` strategies with the same loop, for the
+comparison; ``--reference`` makes rank 0 also run the single-process
+reference. ``--time-steps K`` (GPU profile) times K more steps of each run
+without the counter and reports ``max_memory_allocated``.
+
+DeepSpeed on CPU compiles one C++ op the first time a process group is set
+up (``deepspeed_shm_comm``, used only by its inference all-reduce); this
+module tells DeepSpeed it is unavailable (:func:`skip_shm_op`), so a run
+compiles nothing. ``LABKIT_DS_SHM=1`` lets DeepSpeed build it (cached under
+``TORCH_EXTENSIONS_DIR``, which ``labkit.launch`` points at ``.cache/``).
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import statistics
+import time
+
+import torch
+
+from labkit import dist
+from labkit.measure.collectives import CollectiveCounter
+from labkit.model import GPTConfig, batch, build, count_params, local_batch
+from labkit.train import LR, make_optimizer, mean_over_ranks, reference_losses
+from labkit.zero_config import VARIANTS, ZeroConfig, variant
+
+
+def skip_shm_op() -> bool:
+    """Keep DeepSpeed from JIT-compiling its shared-memory comm op on CPU.
+
+    ``deepspeed.comm.torch.TorchBackend`` builds ``deepspeed_shm_comm``
+    when ``deepspeed.ops.__compatible_ops__`` says it can; training never
+    uses it (only ``inference_all_reduce`` does). Marking it incompatible
+    is DeepSpeed's own switch for an op a machine cannot build. Returns
+    True when the op was switched off.
+    """
+    if os.environ.get("LABKIT_DS_SHM") == "1":
+        return False
+    import deepspeed.ops
+    ops = deepspeed.ops.__compatible_ops__
+    ops["deepspeed_shm_comm"] = False
+    return True
+
+
+def _sync(ctx) -> None:
+    if ctx.is_cuda:
+        torch.cuda.synchronize()
+
+
+def _batches(config, a, ctx, steps, start=0):
+    return [local_batch(*batch(config, a.batch, s, a.seed, device=ctx.device),
+                        ctx.rank, ctx.world_size)
+            for s in range(start, start + steps)]
+
+
+def zero_config(name: str, a, ctx) -> ZeroConfig:
+    """The variant, sized for this launch and the command line's knobs."""
+    over = dict(world_size=ctx.world_size,
+                micro_batch=a.batch // ctx.world_size,
+                precision="bf16" if a.bf16 else "fp32", lr=LR)
+    if "gradient_clipping" not in VARIANTS[name]:  # the variant's wins
+        over["gradient_clipping"] = a.gradient_clipping
+    if a.reduce_bucket_size:
+        over["reduce_bucket_size"] = a.reduce_bucket_size
+    if a.nvme_path:
+        over["nvme_path"] = a.nvme_path
+    if a.pin_memory:
+        over["pin_memory"] = True
+    return variant(name, **over)
+
+
+def run_deepspeed(name: str, config: GPTConfig, ctx, a) -> dict:
+    import deepspeed
+    from labkit.measure.zero import at_end_of_backward, flat, state_bytes
+
+    cfg = zero_config(name, a, ctx)
+    ds_json = cfg.to_json()
+    model = build(config, a.seed)
+    optimizer = None if cfg.optimizer == "deepspeed" else make_optimizer(model)
+    if ctx.is_cuda:
+        torch.cuda.reset_peak_memory_stats(ctx.device)
+    t0 = time.perf_counter()
+    engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer,
+                                      config=ds_json)
+    init_s = time.perf_counter() - t0
+    losses, snapshots = [], {}
+    batches = _batches(config, a, ctx, a.steps)
+    for step, (x, y) in enumerate(batches):
+        last = step == len(batches) - 1
+        undo = None
+        if last:  # count bytes at the end of backward of the last step
+            undo = at_end_of_backward(engine, lambda: snapshots.setdefault(
+                "end_of_backward", state_bytes(engine)))
+        _sync(ctx)
+        with CollectiveCounter() if last else _null() as counter:
+            loss = engine(x, y)
+            engine.backward(loss)
+            if last:
+                snapshots["after_backward"] = state_bytes(engine)
+            engine.step()
+            _sync(ctx)
+        if undo:
+            undo()
+        losses.append(mean_over_ranks(loss))
+    out = {"name": name, "engine": "deepspeed", "config": cfg.asdict(),
+           "ds_config": ds_json, "losses": losses, "init_s": init_s,
+           "optimizer_class": type(engine.optimizer).__name__,
+           "gradient_clipping": engine.gradient_clipping(),
+           "comm": counter.summary(), "comm_records": counter.records}
+    for k, snap in snapshots.items():
+        out[f"bytes_{k}"] = flat(snap)
+        out[f"by_attribute_{k}"] = snap["by_attribute"]
+    out["bytes_after_step"] = flat(state_bytes(engine))
+    if a.time_steps:
+        out.update(_time(lambda x, y: (engine.backward(engine(x, y)),
+                                       engine.step()),
+                         config, ctx, a))
+    if ctx.is_cuda:
+        out["max_memory_allocated"] = torch.cuda.max_memory_allocated(
+            ctx.device)
+    destroy = getattr(engine, "destroy", None)
+    if callable(destroy):
+        destroy()
+    del engine, model, optimizer
+    gc.collect()
+    return out
+
+
+def run_fsdp(strategy: str, config: GPTConfig, ctx, a) -> dict:
+    """The same loop with a ``labkit.wrap`` strategy (FSDP or DDP)."""
+    from labkit.measure.memory import model_state_bytes
+    from labkit.wrap import autocast, wrap
+
+    if ctx.is_cuda:
+        torch.cuda.reset_peak_memory_stats(ctx.device)
+    model = wrap(build(config, a.seed), strategy, ctx, bf16=a.bf16)
+    opt = make_optimizer(model)
+    amp = autocast(ctx, strategy, a.bf16)
+    losses = []
+    batches = _batches(config, a, ctx, a.steps)
+    measured = None
+    for step, (x, y) in enumerate(batches):
+        last = step == len(batches) - 1
+        _sync(ctx)
+        with CollectiveCounter() if last else _null() as counter:
+            opt.zero_grad(set_to_none=True)
+            with amp:
+                loss = model(x, y)
+            loss.backward()
+            if last:
+                measured = model_state_bytes(model, opt)
+            opt.step()
+            _sync(ctx)
+        losses.append(mean_over_ranks(loss))
+    out = {"name": strategy, "engine": "torch", "losses": losses,
+           "bytes_end_of_backward": measured, "comm": counter.summary(),
+           "comm_records": counter.records}
+
+    def step_fn(x, y):
+        opt.zero_grad(set_to_none=True)
+        with amp:
+            loss = model(x, y)
+        loss.backward()
+        opt.step()
+    if a.time_steps:
+        out.update(_time(step_fn, config, ctx, a))
+    if ctx.is_cuda:
+        out["max_memory_allocated"] = torch.cuda.max_memory_allocated(
+            ctx.device)
+    del model, opt
+    gc.collect()
+    return out
+
+
+def _time(step_fn, config, ctx, a) -> dict:
+    """Median seconds of ``--time-steps`` steps (after one warm-up)."""
+    times = []
+    batches = _batches(config, a, ctx, a.time_steps + 1, start=a.steps)
+    for i, (x, y) in enumerate(batches):
+        _sync(ctx)
+        t0 = time.perf_counter()
+        step_fn(x, y)
+        _sync(ctx)
+        if i:
+            times.append(time.perf_counter() - t0)
+    step_s = statistics.median(times)
+    return {"step_s": step_s, "step_times": times,
+            "tokens_per_s": a.batch * config.seq / step_s}
+
+
+class _null:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--variants", default="zero0,zero1,zero2,zero3",
+                   help=f"comma-separated, from: {', '.join(VARIANTS)}")
+    p.add_argument("--fsdp", default="",
+                   help="comma-separated labkit.wrap strategies to compare")
+    p.add_argument("--reference", action="store_true",
+                   help="rank 0 also trains the single-process reference")
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--time-steps", type=int, default=0)
+    p.add_argument("--batch", type=int, default=8, help="global batch")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--layers", type=int, default=GPTConfig.layers)
+    p.add_argument("--hidden", type=int, default=GPTConfig.hidden)
+    p.add_argument("--heads", type=int, default=GPTConfig.heads)
+    p.add_argument("--vocab", type=int, default=GPTConfig.vocab)
+    p.add_argument("--seq", type=int, default=GPTConfig.seq)
+    p.add_argument("--bf16", action="store_true")
+    p.add_argument("--gradient-clipping", type=float, default=0.0)
+    p.add_argument("--reduce-bucket-size", type=int, default=0,
+                   help="elements; 0 keeps each variant's value")
+    p.add_argument("--nvme-path", default="")
+    p.add_argument("--pin-memory", action="store_true")
+    # DeepSpeed's launcher appends --local_rank=N (LOCAL_RANK is set too)
+    p.add_argument("--local_rank", "--local-rank", type=int, default=None,
+                   help=argparse.SUPPRESS)
+    a = p.parse_args(argv)
+    a.variants = [v for v in a.variants.split(",") if v]
+    a.fsdp = [s for s in a.fsdp.split(",") if s]
+    for v in a.variants:
+        if v not in VARIANTS:
+            p.error(f"unknown variant {v!r}; known: {', '.join(VARIANTS)}")
+    if a.steps < 1:
+        p.error("--steps must be >= 1")
+    return a
+
+
+def main(argv=None) -> None:
+    a = parse_args(argv)
+    config = GPTConfig(vocab=a.vocab, seq=a.seq, layers=a.layers,
+                       hidden=a.hidden, heads=a.heads)
+    ctx = dist.init()
+    if a.batch % ctx.world_size:
+        raise ValueError(f"global batch {a.batch} does not divide by "
+                         f"world size {ctx.world_size}")
+    shm_skipped = skip_shm_op() if not ctx.is_cuda else False
+    if a.fsdp:
+        from labkit.wrap import check_strategy
+        for s in a.fsdp:
+            check_strategy(s, ctx.world_size)
+    probe = build(config, a.seed)
+    from labkit.measure.zero import largest_layer_params
+    record = {"params": count_params(probe),
+              "param_numels": [p.numel() for p in probe.parameters()],
+              # the token embeddings' input (token ids) needs no gradient
+              "no_grad_input_numels": [p.numel()
+                                       for p in probe.embed.parameters()],
+              "largest_layer_params": largest_layer_params(probe),
+              "model": vars(config), "steps": a.steps, "batch": a.batch,
+              "bf16": a.bf16, "shm_op_skipped": shm_skipped,
+              "device": (torch.cuda.get_device_name(ctx.device)
+                         if ctx.is_cuda else "cpu"),
+              "torch_extensions_dir": os.environ.get("TORCH_EXTENSIONS_DIR"),
+              "runs": {}}
+    del probe
+    t0 = time.perf_counter()
+    for name in a.variants:
+        record["runs"][name] = run_deepspeed(name, config, ctx, a)
+    for s in a.fsdp:
+        record["runs"][s] = run_fsdp(s, config, ctx, a)
+    record["train_s"] = time.perf_counter() - t0
+    if a.reference and ctx.rank == 0:
+        record["reference"] = reference_losses(config, a.steps, a.batch,
+                                               a.seed)
+    import deepspeed
+    record["deepspeed_version"] = deepspeed.__version__
+    dist.save(ctx, record)
+    dist.close()
+
+
+if __name__ == "__main__":
+    main()
