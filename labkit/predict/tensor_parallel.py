@@ -1,0 +1,177 @@
+"""Tensor (Megatron) parallelism: communication, memory, comm vs compute.
+
+    from labkit.predict import tensor_parallel as TP
+    TP.comm_payload_bytes(micro_batch=1, seq=2048, hidden=12288, tp=8)
+    TP.comm_bytes_sent(1, 2048, 12288, tp=8)       # ring bytes per GPU
+    TP.comm_compute(1, 2048, 12288, tp=8, link="ib-hdr", tflops=156)
+
+Megatron-LM (Shoeybi et al. 2019, "Megatron-LM: Training Multi-Billion
+Parameter Language Models Using Model Parallelism", Sec. 3) splits each
+transformer layer over ``t`` GPUs: the first linear layer of the MLP and the
+QKV projection by columns (each GPU owns ``1/t`` of the outputs, i.e. of the
+heads), the second MLP layer and the attention output projection by rows.
+Two conjugate operators glue the pieces: ``f`` is the identity forward and
+an all-reduce backward, ``g`` an all-reduce forward and the identity
+backward. One layer therefore runs 2 all-reduces forward and 2 backward,
+each of the full ``b x s x h`` activation: a ring all-reduce sends
+``2 (t-1)/t`` times its size, so a GPU sends ``8 b s h (t-1)/t`` *elements*
+per layer per micro-batch (Narayanan et al. 2021, Sec. 3.2), times the
+bytes per element (2 in bf16).
+
+Sequence parallelism (Korthikanti et al. 2022, Sec. 4.2.2) replaces each
+all-reduce by a reduce-scatter and an all-gather: same bytes on the wire,
+but the LayerNorm and dropout activations are split along the sequence, so
+the activation memory is divided by ``t`` (:func:`activation_bytes`).
+
+Sizes follow :mod:`labkit.measure.collectives`: a collective's *payload* is
+the logical tensor size (all-reduce: the tensor; all-gather: the gathered
+output; reduce-scatter: the input), the wire bytes come from
+:func:`labkit.predict.collectives.ring_bytes_sent`.
+"""
+from __future__ import annotations
+
+from labkit.predict import collectives as _coll
+from labkit.predict import memory as _memory
+
+
+def _positive(**kw) -> None:
+    for name, v in kw.items():
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+
+
+def collective_calls(sequence_parallel: bool = False) -> dict:
+    """Collectives of one layer, forward and backward (Megatron-style).
+
+    Without sequence parallelism: ``g`` after the attention output and
+    after the MLP (forward), ``f`` before QKV and before the MLP
+    (backward). With it, each becomes an all-gather + reduce-scatter pair
+    (Korthikanti et al. 2022, Fig. 5): ``g`` -> all-gather forward /
+    reduce-scatter backward, ``g-bar`` -> reduce-scatter forward /
+    all-gather backward.
+    """
+    if sequence_parallel:
+        return {"forward": {"all_gather": 2, "reduce_scatter": 2},
+                "backward": {"all_gather": 2, "reduce_scatter": 2}}
+    return {"forward": {"all_reduce": 2}, "backward": {"all_reduce": 2}}
+
+
+def comm_payload_bytes(micro_batch: int, seq: int, hidden: int, tp: int,
+                       bytes_per_element: int = 2, layers: int = 1,
+                       sequence_parallel: bool = False,
+                       phase: str = "both") -> dict:
+    """Payload bytes per op of ``layers`` layers, one micro-batch.
+
+    What :class:`labkit.measure.collectives.CollectiveCounter` records on
+    each rank: every collective carries the whole ``b x s x h`` activation.
+    ``phase``: ``forward``, ``backward`` or ``both``. ``{}`` when ``tp`` is 1.
+    """
+    _positive(micro_batch=micro_batch, seq=seq, hidden=hidden, tp=tp,
+              bytes_per_element=bytes_per_element, layers=layers)
+    if phase not in ("forward", "backward", "both"):
+        raise ValueError(f"unknown phase {phase!r}")
+    if tp == 1:
+        return {}
+    size = micro_batch * seq * hidden * bytes_per_element
+    calls = collective_calls(sequence_parallel)
+    out: dict = {}
+    for ph in (("forward", "backward") if phase == "both" else (phase,)):
+        for op, n in calls[ph].items():
+            out[op] = out.get(op, 0) + n * size * layers
+    return out
+
+
+def comm_bytes_sent(micro_batch: int, seq: int, hidden: int, tp: int,
+                    bytes_per_element: int = 2, layers: int = 1,
+                    sequence_parallel: bool = False) -> float:
+    """Bytes one GPU sends per micro-batch, forward + backward, ring.
+
+    ``8 b s h (t-1)/t`` elements per layer (Narayanan et al. 2021,
+    Sec. 3.2), the same with sequence parallelism (Korthikanti et al. 2022,
+    Sec. 4.2.2: reduce-scatter + all-gather cost what an all-reduce does).
+    """
+    payload = comm_payload_bytes(micro_batch, seq, hidden, tp,
+                                 bytes_per_element, layers, sequence_parallel)
+    # a ring collective's bytes are linear in its size: sum the calls
+    return sum(_coll.ring_bytes_sent(op, b, tp) for op, b in payload.items())
+
+
+def _calls(op: str, sequence_parallel: bool) -> int:
+    c = collective_calls(sequence_parallel)
+    return c["forward"].get(op, 0) + c["backward"].get(op, 0)
+
+
+def layer_params(hidden: int, tp: int = 1, mlp_ratio: int = 4) -> dict:
+    """Parameters of one layer on one GPU, split as Megatron splits them.
+
+    Column-parallel weights and biases (QKV, MLP in) and row-parallel
+    weights (attention out, MLP out) are divided by ``t``; the row-parallel
+    biases and both LayerNorms are replicated on every GPU.
+    """
+    _positive(hidden=hidden, tp=tp, mlp_ratio=mlp_ratio)
+    h, r = hidden, mlp_ratio
+    if (r * h) % tp or h % tp:
+        raise ValueError(f"hidden {h} and MLP width {r * h} must divide by "
+                         f"tp={tp}")
+    sharded = (4 + 2 * r) * h * h // tp + (3 * h + r * h) // tp
+    replicated = 2 * h + 4 * h   # two output biases, two LayerNorms
+    return {"sharded": sharded, "replicated": replicated,
+            "total": sharded + replicated}
+
+
+def activation_bytes(seq: int, micro_batch: int, hidden: int, heads: int,
+                     tp: int = 1, sequence_parallel: bool = False,
+                     recompute: str = "none", layers: int = 1) -> float:
+    """Activation bytes of ``layers`` layers on one GPU (16-bit).
+
+    Korthikanti et al. 2022, Table 2, via
+    :func:`labkit.predict.memory.activation_bytes_per_layer`:
+    ``s b h (10 + 24/t + 5 a s/(h t))`` with tensor parallelism,
+    ``s b h / t (34 + 5 a s / h)`` with sequence parallelism too.
+    """
+    _positive(layers=layers)
+    if heads % tp:
+        raise ValueError(f"heads ({heads}) must divide by tp ({tp})")
+    return layers * _memory.activation_bytes_per_layer(
+        seq, micro_batch, hidden, heads, tp=tp,
+        sequence_parallel=sequence_parallel, recompute=recompute)
+
+
+def layer_flops(micro_batch: int, seq: int, hidden: int,
+                mlp_ratio: int = 4) -> float:
+    """Model FLOPs of one layer, forward + backward, one micro-batch.
+
+    ``3 x (24 b s h^2 + 4 b s^2 h)`` for ``r = 4`` (Narayanan et al. 2021,
+    appendix); in general ``3 x ((8 + 4 r) b s h^2 + 4 b s^2 h)``.
+    """
+    _positive(micro_batch=micro_batch, seq=seq, hidden=hidden,
+              mlp_ratio=mlp_ratio)
+    b, s, h = micro_batch, seq, hidden
+    return 3.0 * ((8 + 4 * mlp_ratio) * b * s * h * h + 4 * b * s * s * h)
+
+
+def comm_compute(micro_batch: int, seq: int, hidden: int, tp: int,
+                 link: str = "nvlink3", tflops: float = 156.0,
+                 bytes_per_element: int = 2, efficiency: float = 0.8,
+                 sequence_parallel: bool = False) -> dict:
+    """Seconds of TP communication vs computation for one layer.
+
+    Compute: :func:`layer_flops` / ``t`` at ``tflops`` (achieved, not
+    peak: 156 is half an A100's 312). Communication: the layer's
+    collectives priced by :func:`labkit.predict.collectives.collective_time`
+    over ``link`` at ``efficiency`` of its peak. Megatron's TP collectives
+    sit on the critical path (the next matmul needs their result), so the
+    ratio is roughly the slowdown TP adds.
+    """
+    if tflops <= 0:
+        raise ValueError("tflops must be positive")
+    payload = comm_payload_bytes(micro_batch, seq, hidden, tp,
+                                 bytes_per_element,
+                                 sequence_parallel=sequence_parallel)
+    comm = 0.0
+    for op, b in payload.items():
+        n = _calls(op, sequence_parallel)
+        comm += n * _coll.collective_time(op, b / n, tp, link, efficiency)
+    compute = layer_flops(micro_batch, seq, hidden) / tp / (tflops * 1e12)
+    return {"comm_s": comm, "compute_s": compute,
+            "ratio": comm / compute, "link": link}

@@ -1,0 +1,300 @@
+"""Pipeline parallelism of the course's GPT with torch.distributed.pipelining.
+
+    torchrun --nproc-per-node 4 -m labkit.runs.pipeline_parallel \
+        --stages 2,4 --schedules gpipe,1f1b,interleaved --microbatches 2,4,8
+
+Each pipeline depth ``p`` of ``--stages`` runs on ranks ``0..p-1`` (the
+others wait), so one launch measures several depths. The GPT of
+``labkit.model`` is cut into ``p x v`` stages of equal numbers of
+blocks (the embedding rides with the first stage, the final LayerNorm and
+output layer with the last); rank ``r`` runs stage ``r`` (GPipe, 1F1B) or
+stages ``r, r + p, ...`` (interleaved 1F1B, ``v = --chunks``), with
+``torch.distributed.pipelining``'s ``ScheduleGPipe``, ``Schedule1F1B`` and
+``ScheduleInterleaved1F1B``.
+
+Two measurements per schedule:
+
+1. *Losses*: ``--steps`` training steps (SGD) of a global batch of
+   ``--check-microbatches`` micro-batches; rank 0 also trains the whole
+   model in one process on the same batches as the reference.
+2. *Bubble* (at the depths of ``--sweep-stages``): for each micro-batch
+   count of ``--microbatches`` that every schedule accepts at depth ``p``
+   (``m >= p``, a multiple of ``p``; micro-batch size fixed), one warm-up
+   step and ``--repeats`` timed steps. Each rank records the start and
+   end of every forward and backward chunk it runs
+   (``PipelineStage.forward_one_chunk`` / ``backward_one_chunk``); the
+   busy time is their sum, the step time the slowest rank's, and the
+   measured bubble ``(p T - sum busy) / sum busy``, the quantity
+   Narayanan et al. 2021 (Sec. 2.2) write as ``(p - 1)/m``. The events of
+   the last timed step are kept for the timeline picture.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+import torch.distributed as tdist
+import torch.nn as nn
+import torch.nn.functional as F
+
+from labkit import dist
+from labkit.model import GPTConfig, batch, build
+
+SCHEDULES = ("gpipe", "1f1b", "interleaved")
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+class Stage(nn.Module):
+    """A slice of the GPT: [embedding] + blocks + [final norm and head]."""
+
+    def __init__(self, embed, blocks, head):
+        super().__init__()
+        self.embed = embed
+        self.blocks = nn.ModuleList(blocks)
+        self.head = head
+
+    def forward(self, x):
+        if self.embed is not None:
+            x = self.embed(x)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x) if self.head is not None else x
+
+
+def split(model, n_stages: int) -> list[Stage]:
+    """Cut the model into ``n_stages`` stages of equal block counts."""
+    L = len(model.blocks)
+    per = L // n_stages
+    return [Stage(model.embed if s == 0 else None,
+                  list(model.blocks[s * per:(s + 1) * per]),
+                  model.head if s == n_stages - 1 else None)
+            for s in range(n_stages)]
+
+
+def loss_fn(logits, targets):
+    return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
+
+
+def instrument(stage, chunk: int, events: list) -> None:
+    """Record (kind, stage, chunk, micro-batch, start, end) of each chunk."""
+    fwd, bwd = stage.forward_one_chunk, stage.backward_one_chunk
+    sync = stage.device.type == "cuda"
+
+    def timed(kind, fn):
+        def run(mb, *args, **kwargs):
+            if sync:
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            out = fn(mb, *args, **kwargs)
+            if sync:
+                torch.cuda.synchronize()
+            events.append((kind, stage.stage_index, chunk, mb, t0,
+                           time.perf_counter()))
+            return out
+        return run
+
+    stage.forward_one_chunk = timed("F", fwd)
+    stage.backward_one_chunk = timed("B", bwd)
+
+
+def make_pipeline(schedule: str, model, ctx, p: int, v: int, m: int,
+                  group, events: list | None = None):
+    """This rank's stages of ``model`` and the schedule that drives them."""
+    from torch.distributed.pipelining import (PipelineStage, Schedule1F1B,
+                                              ScheduleGPipe,
+                                              ScheduleInterleaved1F1B)
+    n_stages = p * v
+    stages_mod = split(model, n_stages)
+    mine = list(range(ctx.rank, n_stages, p))          # r, r + p, ...
+    stages = [PipelineStage(stages_mod[s], s, n_stages, ctx.device,
+                            group=group) for s in mine]
+    if events is not None:
+        for chunk, st in enumerate(stages):
+            instrument(st, chunk, events)
+    if schedule == "interleaved":
+        sched = ScheduleInterleaved1F1B(stages, n_microbatches=m,
+                                        loss_fn=loss_fn)
+    else:
+        cls = ScheduleGPipe if schedule == "gpipe" else Schedule1F1B
+        sched = cls(stages[0], n_microbatches=m, loss_fn=loss_fn)
+    params = [q for s in mine for q in stages_mod[s].parameters()]
+    return sched, params
+
+
+def step(sched, ctx, x, y, p: int):
+    """One pipeline step; returns the mean loss on the last rank, else None."""
+    losses = [] if ctx.rank == p - 1 else None
+    args = (x,) if ctx.rank == 0 else ()
+    sched.step(*args, target=y if ctx.rank == p - 1 else None,
+               losses=losses)
+    if losses is None:
+        return None
+    return torch.stack([t.detach().float() for t in losses]).mean().item()
+
+
+def sweep_counts(counts: list[int], p: int) -> list[int]:
+    """Micro-batch counts every schedule accepts at depth ``p``.
+
+    1F1B needs ``m >= p`` (torch) and the interleaved bubble formula walks
+    micro-batches in groups of ``p`` (Megatron-LM): ``m`` a multiple of p.
+    """
+    return [m for m in counts if m >= p and m % p == 0]
+
+
+def run_depth(p: int, schedules, a, ctx, cfg, dtype, group,
+              sweep: bool = True) -> dict:
+    """Losses and the bubble sweep of every schedule on ranks 0..p-1."""
+    def fresh():
+        return build(cfg, seed=a.seed).to(device=ctx.device, dtype=dtype)
+
+    def data(k, m):
+        return batch(cfg, m * a.micro_batch, step=k, seed=a.seed,
+                     device=ctx.device)
+
+    out_all = {}
+    for s in schedules:
+        v = a.chunks if s == "interleaved" else 1
+        out = {"chunks": v, "losses": [], "sweep": {}}
+        # 1. losses against the reference
+        model = fresh()
+        sched, params = make_pipeline(s, model, ctx, p, v,
+                                      a.check_microbatches, group)
+        opt = torch.optim.SGD(params, lr=a.lr)
+        for k in range(a.steps):
+            x, y = data(k, a.check_microbatches)
+            out["losses"].append(step(sched, ctx, x, y, p))
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        # 2. the bubble sweep, micro-batch size fixed
+        for m in (sweep_counts(a.microbatches, p) if sweep else []):
+            events: list = []
+            sched, params = make_pipeline(s, model, ctx, p, v, m, group,
+                                          events)
+            x, y = data(0, m)
+            runs = []
+            for r in range(1 + a.repeats):
+                events.clear()
+                for q in params:
+                    q.grad = None
+                if ctx.is_cuda:
+                    torch.cuda.synchronize()
+                tdist.barrier(group=group)
+                t0 = time.perf_counter()
+                step(sched, ctx, x, y, p)
+                if ctx.is_cuda:
+                    torch.cuda.synchronize()
+                t1 = time.perf_counter()
+                if r == 0:
+                    continue  # warm-up: shape inference, allocations
+                busy = sum(e[5] - e[4] for e in events)
+                stats = torch.tensor([t1 - t0, busy], dtype=torch.float64,
+                                     device=ctx.device)
+                gathered = [torch.zeros_like(stats) for _ in range(p)]
+                tdist.all_gather(gathered, stats, group=group)
+                T = max(g[0].item() for g in gathered)
+                busy_all = [g[1].item() for g in gathered]
+                runs.append({"step_s": T, "busy_s": busy_all,
+                             "bubble": (p * T - sum(busy_all))
+                             / sum(busy_all)})
+            out["sweep"][str(m)] = {
+                "runs": runs,
+                "bubble_median": statistics.median(r["bubble"]
+                                                   for r in runs),
+                "step_s_median": statistics.median(r["step_s"]
+                                                   for r in runs),
+                "t0": t0,
+                "events": [{"kind": e[0], "stage": e[1], "chunk": e[2],
+                            "microbatch": e[3], "start": e[4],
+                            "end": e[5], "rank": ctx.rank}
+                           for e in events]}
+        out_all[s] = out
+        del model, sched, opt
+    return out_all
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--schedules", default="gpipe,1f1b,interleaved")
+    ap.add_argument("--stages", default="",
+                    help="pipeline depths to run, e.g. 2,4 (default: the "
+                         "world size); a depth p uses ranks 0..p-1")
+    ap.add_argument("--sweep-stages", default=None,
+                    help="depths that run the bubble sweep (default: all); "
+                         "on a CPU with fewer cores than ranks, only the "
+                         "depths whose ranks each get a core time fairly")
+    ap.add_argument("--chunks", type=int, default=2,
+                    help="model chunks per rank for the interleaved schedule")
+    ap.add_argument("--microbatches", default="2,4,8",
+                    help="micro-batch counts of the bubble sweep")
+    ap.add_argument("--check-microbatches", type=int, default=4)
+    ap.add_argument("--micro-batch", type=int, default=4,
+                    help="sequences per micro-batch")
+    ap.add_argument("--layers", type=int, default=8)
+    ap.add_argument("--hidden", type=int, default=192)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--seq", type=int, default=64)
+    ap.add_argument("--vocab", type=int, default=256)
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--lr", type=float, default=0.2)
+    ap.add_argument("--dtype", choices=sorted(DTYPES), default="fp32")
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+    schedules = [s for s in a.schedules.split(",") if s]
+    a.microbatches = [int(m) for m in a.microbatches.split(",") if m]
+    if set(schedules) - set(SCHEDULES):
+        raise SystemExit(f"unknown schedule in {schedules}: {SCHEDULES}")
+    ctx = dist.init()
+    depths = ([int(p) for p in a.stages.split(",") if p] if a.stages
+              else [ctx.world_size])
+    sweep_depths = (depths if a.sweep_stages is None else
+                    [int(p) for p in a.sweep_stages.split(",") if p])
+    for p in depths:
+        if not 2 <= p <= ctx.world_size:
+            raise SystemExit(f"depth {p} needs 2..{ctx.world_size} ranks")
+        for s in schedules:
+            v = a.chunks if s == "interleaved" else 1
+            if a.layers % (p * v):
+                raise SystemExit(f"{s}: {a.layers} layers do not split into "
+                                 f"{p * v} stages")
+        if a.check_microbatches < p or a.check_microbatches % p:
+            raise SystemExit(f"--check-microbatches must be a multiple of "
+                             f"every depth (>= {p})")
+    dtype = DTYPES[a.dtype]
+    cfg = GPTConfig(vocab=a.vocab, seq=a.seq, layers=a.layers,
+                    hidden=a.hidden, heads=a.heads)
+    record = {"config": vars(a), "depths": {}}
+    if ctx.rank == 0:  # the single-process reference
+        ref = build(cfg, seed=a.seed).to(device=ctx.device, dtype=dtype)
+        opt = torch.optim.SGD(ref.parameters(), lr=a.lr)
+        ref_losses = []
+        for k in range(a.steps):
+            x, y = batch(cfg, a.check_microbatches * a.micro_batch, step=k,
+                         seed=a.seed, device=ctx.device)
+            loss = ref(x, y)
+            ref_losses.append(loss.item())
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        record["reference_losses"] = ref_losses
+        del ref, opt
+    record["seconds"] = {}
+    for p in depths:
+        # every rank joins new_group; ranks >= p wait in the barrier below
+        group = (None if p == ctx.world_size
+                 else tdist.new_group(list(range(p))))
+        t0 = time.perf_counter()
+        if ctx.rank < p:
+            record["depths"][str(p)] = run_depth(p, schedules, a, ctx, cfg,
+                                                 dtype, group,
+                                                 p in sweep_depths)
+        tdist.barrier()
+        record["seconds"][str(p)] = time.perf_counter() - t0
+    dist.save(ctx, record)
+    dist.close()
+
+
+if __name__ == "__main__":
+    main()

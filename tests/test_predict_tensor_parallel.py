@@ -1,0 +1,71 @@
+"""TP communication and activation memory against Megatron's papers."""
+import pytest
+
+from labkit.predict import tensor_parallel as TP
+from labkit.predict.memory import gpt_params
+
+# GPT-3 175B (Brown et al. 2020): a = 96 heads, h = 12288, s = 2048; t = 8
+A, H, S, T = 96, 12288, 2048, 8
+
+
+def test_four_all_reduces_of_the_activation_per_layer():
+    assert TP.collective_calls() == {"forward": {"all_reduce": 2},
+                                     "backward": {"all_reduce": 2}}
+    b, s, h = 2, 16, 64
+    assert TP.comm_payload_bytes(b, s, h, 4, 4) == {"all_reduce":
+                                                    4 * b * s * h * 4}
+    assert TP.comm_payload_bytes(b, s, h, 4, 4, phase="forward") == {
+        "all_reduce": 2 * b * s * h * 4}
+    assert TP.comm_payload_bytes(b, s, h, 1) == {}
+
+
+@pytest.mark.parametrize("t", [2, 4, 8])
+def test_bytes_sent_is_8bsh_t_minus_1_over_t(t):
+    # Narayanan et al. 2021, Sec. 3.2: 8 b s h (t-1)/t elements per layer
+    b, s, h = 1, S, H
+    want = 8 * b * s * h * (t - 1) / t * 2          # bf16
+    assert TP.comm_bytes_sent(b, s, h, t) == pytest.approx(want)
+    # Korthikanti et al. 2022, Sec. 4.2.2: sequence parallelism costs the same
+    assert TP.comm_bytes_sent(b, s, h, t, sequence_parallel=True) == \
+        pytest.approx(want)
+
+
+def test_korthikanti_activation_formulas():
+    b = 1
+    sbh = S * b * H
+    # Sec. 5: for GPT-3 the attention term 5as/h is 80, more than the 34
+    assert 5 * A * S / H == 80
+    tp = TP.activation_bytes(S, b, H, A, tp=T)
+    assert tp == pytest.approx(sbh * (10 + 24 / T + 5 * A * S / (H * T)))
+    sp = TP.activation_bytes(S, b, H, A, tp=T, sequence_parallel=True)
+    assert sp == pytest.approx(sbh / T * (34 + 5 * A * S / H))
+    both = TP.activation_bytes(S, b, H, A, tp=T, sequence_parallel=True,
+                               recompute="selective")
+    assert both == pytest.approx(34 * sbh / T)
+    assert TP.activation_bytes(S, b, H, A, tp=T, recompute="full") == \
+        pytest.approx(2 * sbh)
+    # abstract: sequence parallelism + selective recomputation cut the
+    # activation memory about 5x against tensor parallelism alone
+    assert 5 <= tp / both < 6
+    assert TP.activation_bytes(S, b, H, A, layers=96) == pytest.approx(
+        96 * TP.activation_bytes(S, b, H, A))
+
+
+def test_layer_params_split_adds_up():
+    h = 256
+    per_layer = gpt_params(1, h, 4, 1, 1, tied=True, final_norm=False) \
+        - 2 * h                                      # one layer, no embeds
+    for t in (1, 2, 4, 8):
+        p = TP.layer_params(h, t)
+        assert t * p["sharded"] + p["replicated"] == per_layer
+    with pytest.raises(ValueError):
+        TP.layer_params(100, 8)
+
+
+def test_tp_needs_nvlink():
+    fast = TP.comm_compute(1, S, H, T, link="nvlink3")
+    slow = TP.comm_compute(1, S, H, T, link="ib-hdr")
+    assert fast["ratio"] < 0.15 < 0.5 < slow["ratio"]
+    # comm / compute falls as 1/h: a wider model hides TP better
+    small = TP.comm_compute(1, S, 2048, T, link="nvlink3")
+    assert small["ratio"] > fast["ratio"]

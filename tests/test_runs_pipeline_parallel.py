@@ -1,0 +1,36 @@
+"""Pipeline schedules give the single-process losses; the sweep records."""
+import pytest
+
+from labkit.launch import launch
+
+pytestmark = pytest.mark.distributed
+ARGS = {"schedules": "gpipe,1f1b,interleaved", "layers": 4, "hidden": 32,
+        "seq": 16, "micro_batch": 2, "check_microbatches": 4,
+        "microbatches": "2,4", "repeats": 1, "steps": 3, "chunks": 2}
+
+
+@pytest.fixture(scope="module")
+def ranks(tmp_path_factory):
+    return launch("labkit.runs.pipeline_parallel", 2, ARGS, timeout=180,
+                  run_dir=tmp_path_factory.mktemp("pp"))
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b", "interleaved"])
+def test_losses_equal_reference(ranks, schedule):
+    ref = ranks[0]["reference_losses"]
+    got = ranks[1]["depths"]["2"][schedule]["losses"]   # the last stage
+    assert len(ref) == 3
+    assert got == pytest.approx(ref, abs=1e-5)
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b", "interleaved"])
+def test_sweep_records_every_chunk(ranks, schedule):
+    v = 2 if schedule == "interleaved" else 1
+    for rank in ranks:
+        for m in (2, 4):
+            sw = rank["depths"]["2"][schedule]["sweep"][str(m)]
+            ev = sw["events"]
+            assert len(ev) == 2 * m * v               # F and B of each
+            assert {e["kind"] for e in ev} == {"F", "B"}
+            assert all(e["end"] > e["start"] for e in ev)
+            assert sw["bubble_median"] > 0
