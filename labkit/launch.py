@@ -68,6 +68,15 @@ def pick_backend(nproc: int, backend: str | None = None,
     return backend
 
 
+def checkout_pythonpath(env=None) -> str:
+    """PYTHONPATH with this checkout first, so that child processes (ranks,
+    notebook kernels) import this labkit whatever else is installed."""
+    env = os.environ if env is None else env
+    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+            if p and p != str(ROOT)]
+    return os.pathsep.join([str(ROOT), *rest])
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nobody listens on right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -193,9 +202,7 @@ def launch(module: str, nproc: int, args: list | tuple | dict = (), *,
             "TORCH_EXTENSIONS_DIR", str(ROOT / ".cache" / "torch_extensions")),
         "PYTHONUNBUFFERED": "1",
     })
-    # Let ranks import labkit from a source checkout without installing it.
-    child_env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(ROOT), child_env.get("PYTHONPATH")) if p)
+    child_env["PYTHONPATH"] = checkout_pythonpath(child_env)
     child_env.update({k: str(v) for k, v in (env or {}).items()})
     (run_dir / "command.txt").write_text(" ".join(cmd) + "\n")
 

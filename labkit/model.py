@@ -178,6 +178,24 @@ def check_shardable(config: GPTConfig, world_size: int) -> None:
                          f"{world_size}: shards would be uneven")
 
 
+SHAPE = ("layers", "hidden", "heads", "vocab", "seq")
+
+
+def add_shape_arguments(parser, **defaults) -> None:
+    """``--layers --hidden --heads --vocab --seq`` for an entry module.
+
+    Defaults are GPTConfig's unless given (``add_shape_arguments(p, layers=8)``).
+    """
+    for name in SHAPE:
+        parser.add_argument(f"--{name}", type=int,
+                            default=defaults.get(name, getattr(GPTConfig, name)))
+
+
+def config_from_args(args) -> GPTConfig:
+    """The GPTConfig named by the flags of :func:`add_shape_arguments`."""
+    return GPTConfig(**{name: getattr(args, name) for name in SHAPE})
+
+
 def count_params(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 

@@ -20,6 +20,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from labkit.launch import checkout_pythonpath  # noqa: E402
+
 SOURCES = ["_config.yml", "_toc.yml", "book", "labs"]
 
 
@@ -46,15 +49,8 @@ def stage(labs_from: Path | None, out: Path) -> Path:
     return src
 
 
-def use_this_checkout() -> None:
-    """Kernels import labkit from this checkout, whatever is installed."""
-    parts = [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "")
-                           .split(os.pathsep) if p and p != str(ROOT)]
-    os.environ["PYTHONPATH"] = os.pathsep.join(parts)
-
-
 def main(argv=None) -> int:
-    use_this_checkout()
+    os.environ["PYTHONPATH"] = checkout_pythonpath()  # kernels: this labkit
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--labs-from", type=Path)
     ap.add_argument("--strict", action="store_true")

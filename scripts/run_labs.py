@@ -24,6 +24,9 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from labkit.launch import checkout_pythonpath  # noqa: E402
+
 LABS = ROOT / "labs"
 OUT = ROOT / "_build" / "labs"
 BUDGET_S = {"cpu": 90.0}  # per lab, on 2 cores (DEVELOPERS.md)
@@ -132,15 +135,8 @@ def run_lab(name: str, nb: Path, profile: str, params: dict) -> tuple[str, float
     return status, seconds, detail
 
 
-def use_this_checkout() -> None:
-    """Kernels import labkit from this checkout, whatever is installed."""
-    parts = [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "")
-                           .split(os.pathsep) if p and p != str(ROOT)]
-    os.environ["PYTHONPATH"] = os.pathsep.join(parts)
-
-
 def main(argv=None) -> int:
-    use_this_checkout()
+    os.environ["PYTHONPATH"] = checkout_pythonpath()  # kernels: this labkit
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--profile", default="cpu")
     ap.add_argument("--only", action="append", default=[],

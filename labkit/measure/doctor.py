@@ -288,31 +288,15 @@ def data_wait(load_ms: float, train_ms: float, num_workers: int,
     return waits
 
 
-def ddp_buckets(param_bytes: list[int], bucket_cap_mb: float | None = None,
-                first_bucket_mb: float = 1.0) -> list[int]:
+def ddp_buckets(param_bytes: list[int],
+                bucket_cap_mb: float | None = None) -> list[int]:
     """Bytes of each DDP gradient bucket, in the order they are reduced.
 
-    DDP (``torch/nn/parallel/distributed.py``, reducer.cpp
-    ``compute_bucket_assignment_by_size``) fills buckets in the order
-    gradients become ready -- roughly the reverse of
-    ``model.parameters()`` -- and closes a bucket once it holds at least
-    its cap. With the default ``bucket_cap_mb`` (None: 25 MiB) the first
-    bucket's cap is 1 MiB; with an explicit value every bucket uses it.
-    One all-reduce per bucket per step.
+    ``param_bytes`` in ``model.parameters()`` order; DDP fills buckets in
+    the order gradients become ready, roughly the reverse, with the greedy
+    rule of :func:`labkit.predict.sharding.ddp_buckets` (1 MiB first bucket
+    when ``bucket_cap_mb`` is left at its default). One all-reduce per
+    bucket per step.
     """
-    mib = 1024 * 1024
-    if bucket_cap_mb is None:
-        caps = [int(first_bucket_mb * mib), 25 * mib]
-    elif bucket_cap_mb <= 0:
-        raise ValueError(f"bucket_cap_mb must be > 0, got {bucket_cap_mb}")
-    else:
-        caps = [int(bucket_cap_mb * mib)]
-    buckets, size, k = [], 0, 0
-    for b in reversed(param_bytes):
-        size += b
-        if size >= caps[k]:
-            buckets.append(size)
-            size, k = 0, min(k + 1, len(caps) - 1)
-    if size:
-        buckets.append(size)
-    return buckets
+    from labkit.predict.sharding import ddp_buckets as predict_buckets
+    return predict_buckets(list(reversed(param_bytes)), bucket_cap_mb)

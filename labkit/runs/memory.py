@@ -27,7 +27,8 @@ import torch
 from labkit import dist
 from labkit.measure.memory import (cuda_peak_bytes, model_state_bytes,
                                    unsharded_param_bytes)
-from labkit.model import GPTConfig, batch, build, count_params, local_batch
+from labkit.model import (add_shape_arguments, batch, build, config_from_args,
+                         count_params, GPTConfig, local_batch)
 from labkit.train import make_optimizer, mean_over_ranks
 from labkit.wrap import STRATEGIES, autocast, wrap
 
@@ -72,11 +73,7 @@ def main(argv=None):
     p.add_argument("--strategies", default="ddp,fsdp2_full,fsdp2_grad_op")
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--batch", type=int, default=8, help="global batch")
-    p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--hidden", type=int, default=64)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--vocab", type=int, default=256)
-    p.add_argument("--seq", type=int, default=32)
+    add_shape_arguments(p)
     p.add_argument("--bf16", action="store_true")
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
@@ -84,8 +81,7 @@ def main(argv=None):
     bad = [s for s in strategies if s not in STRATEGIES]
     if bad:
         p.error(f"unknown strategies {bad}; choose from {STRATEGIES}")
-    config = GPTConfig(vocab=a.vocab, seq=a.seq, layers=a.layers,
-                       hidden=a.hidden, heads=a.heads)
+    config = config_from_args(a)
     ctx = dist.init()
     n_params = count_params(build(config, a.seed))
     runs = [run_strategy(s, config, ctx, a.steps, a.batch, a.bf16, a.seed)

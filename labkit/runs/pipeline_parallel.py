@@ -40,7 +40,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from labkit import dist
-from labkit.model import GPTConfig, batch, build
+from labkit.model import add_shape_arguments, batch, build, config_from_args
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved")
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -231,11 +231,7 @@ def main():
     ap.add_argument("--check-microbatches", type=int, default=4)
     ap.add_argument("--micro-batch", type=int, default=4,
                     help="sequences per micro-batch")
-    ap.add_argument("--layers", type=int, default=8)
-    ap.add_argument("--hidden", type=int, default=192)
-    ap.add_argument("--heads", type=int, default=4)
-    ap.add_argument("--seq", type=int, default=64)
-    ap.add_argument("--vocab", type=int, default=256)
+    add_shape_arguments(ap, layers=8, hidden=192, seq=64)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--lr", type=float, default=0.2)
@@ -263,8 +259,7 @@ def main():
             raise SystemExit(f"--check-microbatches must be a multiple of "
                              f"every depth (>= {p})")
     dtype = DTYPES[a.dtype]
-    cfg = GPTConfig(vocab=a.vocab, seq=a.seq, layers=a.layers,
-                    hidden=a.hidden, heads=a.heads)
+    cfg = config_from_args(a)
     record = {"config": vars(a), "depths": {}}
     if ctx.rank == 0:  # the single-process reference
         ref = build(cfg, seed=a.seed).to(device=ctx.device, dtype=dtype)

@@ -140,8 +140,7 @@ def loader(ds, rc: RunConfig, batch: int, ctx):
 
 def train(rc: RunConfig, a, ctx, out: Path) -> dict:
     """One configuration: build, train under the profiler, report."""
-    c = gpt.GPTConfig(vocab=a.vocab, seq=a.seq, layers=a.layers,
-                      hidden=a.hidden, heads=a.heads)
+    c = gpt.config_from_args(a)
     m = gpt.build(c, seed=0)
     param_bytes = [p.numel() * p.element_size() for p in m.parameters()]
     model = wrap(m, "ddp", ctx, bucket_cap_mb=rc.bucket_cap_mb)
@@ -198,11 +197,7 @@ def main(argv=None):
     p.add_argument("--wait", type=int, default=1)
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--active", type=int, default=3)
-    p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--hidden", type=int, default=64)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--seq", type=int, default=32)
-    p.add_argument("--vocab", type=int, default=256)
+    gpt.add_shape_arguments(p)
     p.add_argument("--bf16", action="store_true")
     a = p.parse_args(argv)
     if a.delay_ms < 0 or a.batch < 1 or a.workers < 0:

@@ -35,8 +35,8 @@ import torch.distributed as tdist
 
 from labkit import dist
 from labkit.measure.collectives import CollectiveCounter
-from labkit.model import (GPTConfig, batch, build, count_params,
-                          local_batch, sharding_units)
+from labkit.model import (add_shape_arguments, batch, build, config_from_args,
+                         count_params, GPTConfig, local_batch, sharding_units)
 from labkit.train import make_optimizer, mean_over_ranks
 from labkit.wrap import STRATEGIES, autocast, check_strategy, wrap
 
@@ -164,11 +164,7 @@ def main(argv=None):
                    help="ranks per shard group (hybrid strategies)")
     p.add_argument("--time-steps", type=int, default=0)
     p.add_argument("--batch", type=int, default=8, help="global batch")
-    p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--hidden", type=int, default=64)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--vocab", type=int, default=256)
-    p.add_argument("--seq", type=int, default=32)
+    add_shape_arguments(p)
     p.add_argument("--bf16", action="store_true")
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
@@ -181,8 +177,7 @@ def main(argv=None):
     caps = [float(c) for c in a.bucket_caps.split(",") if c]
     if any(c <= 0 for c in caps):
         p.error("bucket caps must be positive")
-    config = GPTConfig(vocab=a.vocab, seq=a.seq, layers=a.layers,
-                       hidden=a.hidden, heads=a.heads)
+    config = config_from_args(a)
     ctx = dist.init()
     for s in strategies:
         check_strategy(s, ctx.world_size, a.shard_group)

@@ -43,7 +43,8 @@ import torch
 
 from labkit import dist
 from labkit.measure.collectives import CollectiveCounter
-from labkit.model import GPTConfig, batch, build, count_params, local_batch
+from labkit.model import (add_shape_arguments, batch, build, config_from_args,
+                         count_params, GPTConfig, local_batch)
 from labkit.train import LR, make_optimizer, mean_over_ranks, reference_losses
 from labkit.zero_config import VARIANTS, ZeroConfig, variant
 
@@ -231,11 +232,7 @@ def parse_args(argv=None):
     p.add_argument("--time-steps", type=int, default=0)
     p.add_argument("--batch", type=int, default=8, help="global batch")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--layers", type=int, default=GPTConfig.layers)
-    p.add_argument("--hidden", type=int, default=GPTConfig.hidden)
-    p.add_argument("--heads", type=int, default=GPTConfig.heads)
-    p.add_argument("--vocab", type=int, default=GPTConfig.vocab)
-    p.add_argument("--seq", type=int, default=GPTConfig.seq)
+    add_shape_arguments(p)
     p.add_argument("--bf16", action="store_true")
     p.add_argument("--gradient-clipping", type=float, default=0.0)
     p.add_argument("--reduce-bucket-size", type=int, default=0,
@@ -258,8 +255,7 @@ def parse_args(argv=None):
 
 def main(argv=None) -> None:
     a = parse_args(argv)
-    config = GPTConfig(vocab=a.vocab, seq=a.seq, layers=a.layers,
-                       hidden=a.hidden, heads=a.heads)
+    config = config_from_args(a)
     ctx = dist.init()
     if a.batch % ctx.world_size:
         raise ValueError(f"global batch {a.batch} does not divide by "
