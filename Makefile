@@ -9,7 +9,6 @@ PROFILE ?= cpu
 
 # DeepSpeed's C++ ops compile on first use: keep them in the project's cache.
 export TORCH_EXTENSIONS_DIR := $(CURDIR)/.cache/torch_extensions
-export MPLBACKEND := Agg
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 

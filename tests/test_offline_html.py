@@ -68,3 +68,12 @@ def test_math_is_served_locally():
     m = re.search(r"<script[^>]*src=\"([^\"]*mathjax[^\"]*)\"", page, re.I)
     assert m, "no MathJax script on the chapter with math"
     assert (HTML / "book" / m.group(1)).resolve().exists()
+
+
+def test_figures_are_rendered():
+    """Chapters draw their figures at build time; a non-inline matplotlib
+    backend in the kernel's environment (MPLBACKEND=Agg) silently drops
+    them, leaving "<Figure size ...>" text instead of a picture."""
+    _built()
+    page = (HTML / "book" / "01_memory.html").read_text()
+    assert "<img" in page and "&lt;Figure size" not in page
