@@ -65,8 +65,8 @@ class Results:
 
     def show(self, quantity: str | None = None, digits: int = 4):
         df = self.frame(quantity)
-        fmt = {"ratio": lambda v: "" if v is None or (
-            isinstance(v, float) and math.isnan(v)) else f"{v:.{digits}f}"}
+        fmt = {"ratio": lambda v: "" if _missing(v) else f"{v:.{digits}f}",
+               "predicted": _number, "measured": _number}
         try:
             from IPython.display import display
             display(df.style.format(fmt).hide(axis="index"))
@@ -79,6 +79,21 @@ class Results:
         out = self.dir / "results.json"
         out.write_text(json.dumps(self.records, indent=1))
         return out
+
+
+def _missing(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def _number(v) -> str:
+    """1,079,296 for whole numbers, 4 significant digits otherwise."""
+    if _missing(v):
+        return ""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return str(v)
+    if float(v).is_integer() and abs(v) < 1e15:
+        return f"{int(v):,}"
+    return f"{v:.4g}"
 
 
 def require(condition: bool, message: str) -> None:
