@@ -189,7 +189,8 @@ def fit_alpha_beta(op: str, ranks: int, sizes, seconds) -> AlphaBeta:
     """Least-squares fit of t = a + b * S over measured (S, t) pairs.
 
     Weighted by 1/t^2 (relative error), so that small messages, which set
-    alpha, count as much as large ones, which set beta. Returns
+    alpha, count as much as large ones, which set beta; unweighted if noise
+    makes the weighted slope non-positive. Returns
     alpha = a / ring_steps and beta = bus_factor / b (the link bandwidth
     the busbw tends to); a negative intercept is clipped to 0.
     """
@@ -200,18 +201,23 @@ def fit_alpha_beta(op: str, ranks: int, sizes, seconds) -> AlphaBeta:
         raise ValueError("times must be positive")
     if ranks < 2:
         raise ValueError("a fit needs at least 2 ranks")
-    w = [1 / t ** 2 for t in seconds]
-    sw = sum(w)
-    mx = sum(wi * x for wi, x in zip(w, sizes)) / sw
-    my = sum(wi * y for wi, y in zip(w, seconds)) / sw
-    sxx = sum(wi * (x - mx) ** 2 for wi, x in zip(w, sizes))
-    if sxx == 0:
-        raise ValueError("need at least two different sizes")
-    b = sum(wi * (x - mx) * (y - my)
-            for wi, x, y in zip(w, sizes, seconds)) / sxx
-    a = max(my - b * mx, 0.0)
-    if b <= 0:
+    # Relative weights first; if noise at small sizes (CPU timers, a busy
+    # machine) tips the slope to <= 0, fall back to plain least squares,
+    # which the large messages -- the ones that set beta -- dominate.
+    for w in ([1 / t ** 2 for t in seconds], [1.0] * len(seconds)):
+        sw = sum(w)
+        mx = sum(wi * x for wi, x in zip(w, sizes)) / sw
+        my = sum(wi * y for wi, y in zip(w, seconds)) / sw
+        sxx = sum(wi * (x - mx) ** 2 for wi, x in zip(w, sizes))
+        if sxx == 0:
+            raise ValueError("need at least two different sizes")
+        b = sum(wi * (x - mx) * (y - my)
+                for wi, x, y in zip(w, sizes, seconds)) / sxx
+        if b > 0:
+            break
+    else:
         raise ValueError("time does not grow with size: no bandwidth to fit")
+    a = max(my - b * mx, 0.0)
     steps = ring_steps(op, ranks)
     resid = [((a + b * x) - y) / y for x, y in zip(sizes, seconds)]
     rmse = (sum(r * r for r in resid) / len(resid)) ** 0.5
