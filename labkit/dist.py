@@ -67,6 +67,21 @@ def save(ctx: Context, record: dict) -> Path:
     return out
 
 
+def sync(ctx: Context) -> None:
+    """Wait for the GPU (a no-op on CPU) so wall-clock timings are honest."""
+    if ctx.is_cuda:
+        torch.cuda.synchronize()
+
+
+def release(ctx: Context) -> None:
+    """Give back a finished model's memory before the next one is built
+    (callers ``del`` their references first)."""
+    import gc
+    gc.collect()
+    if ctx.is_cuda:
+        torch.cuda.empty_cache()
+
+
 def close() -> None:
     if tdist.is_initialized():
         tdist.barrier()

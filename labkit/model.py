@@ -161,6 +161,14 @@ def local_batch(x, y, rank: int, world_size: int):
     return x[rank * n:(rank + 1) * n], y[rank * n:(rank + 1) * n]
 
 
+def rank_batches(config: GPTConfig, batch_size: int, ctx, steps: int,
+                 seed: int = 0, start: int = 0) -> list:
+    """This rank's slices of the global batches of steps start..start+steps."""
+    return [local_batch(*batch(config, batch_size, s, seed, device=ctx.device),
+                        ctx.rank, ctx.world_size)
+            for s in range(start, start + steps)]
+
+
 def check_shardable(config: GPTConfig, world_size: int) -> None:
     """Every parameter's first dimension must split evenly over the ranks.
 
@@ -184,11 +192,13 @@ SHAPE = ("layers", "hidden", "heads", "vocab", "seq")
 def add_shape_arguments(parser, **defaults) -> None:
     """``--layers --hidden --heads --vocab --seq`` for an entry module.
 
-    Defaults are GPTConfig's unless given (``add_shape_arguments(p, layers=8)``).
+    Defaults are GPTConfig's unless given:
+    ``add_shape_arguments(p, layers=8)``.
     """
     for name in SHAPE:
         parser.add_argument(f"--{name}", type=int,
-                            default=defaults.get(name, getattr(GPTConfig, name)))
+                            default=defaults.get(name,
+                                                 getattr(GPTConfig, name)))
 
 
 def config_from_args(args) -> GPTConfig:

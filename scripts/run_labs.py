@@ -16,7 +16,6 @@ import argparse
 import os
 import datetime as dt
 import json
-import shutil
 import sys
 import time
 from pathlib import Path

@@ -1,6 +1,5 @@
 """The lab runner: names, profiles, keeping earlier runs, GPU cells."""
 import importlib.util
-import time
 from pathlib import Path
 
 import nbformat

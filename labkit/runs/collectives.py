@@ -89,29 +89,24 @@ def correct(op: str, out, ctx) -> bool:
     return bool(torch.all(out == (r + 1) * n * (n + 1) / 2))
 
 
-def _sync(ctx) -> None:
-    if ctx.is_cuda:
-        torch.cuda.synchronize()
-
-
 def sweep(op: str, sizes, ctx, warmup: int, iters: int) -> list[dict]:
     rows = []
     for nbytes in sizes:
         inp, out = buffers(op, nbytes, ctx, check=True)
         call(op, inp, out)
-        _sync(ctx)
+        dist.sync(ctx)
         ok = correct(op, out, ctx)
         inp, out = buffers(op, nbytes, ctx, check=False)
         for _ in range(warmup):
             call(op, inp, out)
         rounds = []
         for _ in range(ROUNDS):
-            _sync(ctx)
+            dist.sync(ctx)
             tdist.barrier()
             t0 = time.perf_counter()
             for _ in range(iters):
                 call(op, inp, out)
-            _sync(ctx)
+            dist.sync(ctx)
             rounds.append((time.perf_counter() - t0) / iters)
         tdist.barrier()
         rows.append({"op": op, "bytes": nbytes, "seconds": min(rounds),

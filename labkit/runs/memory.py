@@ -19,7 +19,6 @@ records:
 from __future__ import annotations
 
 import argparse
-import gc
 import time
 
 import torch
@@ -62,9 +61,7 @@ def run_strategy(strategy: str, config: GPTConfig, ctx, steps: int,
            "cuda_peak": cuda_peak_bytes(ctx.device),
            "seconds": seconds}
     del model, opt
-    gc.collect()
-    if ctx.is_cuda:
-        torch.cuda.empty_cache()
+    dist.release(ctx)
     return out
 
 

@@ -26,7 +26,6 @@ clipped to [0, 1].
 from __future__ import annotations
 
 import argparse
-import gc
 import statistics
 import time
 
@@ -35,30 +34,11 @@ import torch.distributed as tdist
 
 from labkit import dist
 from labkit.measure.collectives import CollectiveCounter
-from labkit.model import (add_shape_arguments, batch, build, config_from_args,
-                         count_params, GPTConfig, local_batch, sharding_units)
-from labkit.train import make_optimizer, mean_over_ranks
+from labkit.model import (add_shape_arguments, build, config_from_args,
+                         count_params, GPTConfig, rank_batches,
+                         sharding_units)
+from labkit.train import make_optimizer, mean_over_ranks, train_step
 from labkit.wrap import STRATEGIES, autocast, check_strategy, wrap
-
-
-def _sync(ctx) -> None:
-    if ctx.is_cuda:
-        torch.cuda.synchronize()
-
-
-def _step(model, opt, amp, x, y):
-    opt.zero_grad(set_to_none=True)
-    with amp:
-        loss = model(x, y)
-    loss.backward()
-    opt.step()
-    return loss.detach()
-
-
-def _batches(config, a, ctx, steps, start=0):
-    return [local_batch(*batch(config, a.batch, s, a.seed, device=ctx.device),
-                        ctx.rank, ctx.world_size)
-            for s in range(start, start + steps)]
 
 
 def run_strategy(strategy: str, config: GPTConfig, ctx, a,
@@ -68,11 +48,11 @@ def run_strategy(strategy: str, config: GPTConfig, ctx, a,
     opt = make_optimizer(model)
     amp = autocast(ctx, strategy, a.bf16)
     losses, per_step, records = [], [], []
-    for x, y in _batches(config, a, ctx, a.steps):
-        _sync(ctx)
+    for x, y in rank_batches(config, a.batch, ctx, a.steps, a.seed):
+        dist.sync(ctx)
         with CollectiveCounter() as counter:
-            loss = _step(model, opt, amp, x, y)
-            _sync(ctx)
+            loss = train_step(model, opt, x, y, amp)
+            dist.sync(ctx)
         losses.append(mean_over_ranks(loss))  # outside the counter
         per_step.append(counter.summary())
         records = counter.records
@@ -87,34 +67,32 @@ def run_strategy(strategy: str, config: GPTConfig, ctx, a,
         out["timing"] = _timing(model, opt, amp, strategy, config, ctx, a,
                                 records)
     del model, opt
-    gc.collect()
-    if ctx.is_cuda:
-        torch.cuda.empty_cache()
+    dist.release(ctx)
+    return out
+
+
+def _step_seconds(model, opt, amp, data, ctx) -> list[float]:
+    """Wall seconds of one training step per batch in ``data``."""
+    out = []
+    for x, y in data:
+        dist.sync(ctx)
+        t0 = time.perf_counter()
+        train_step(model, opt, x, y, amp)
+        dist.sync(ctx)
+        out.append(time.perf_counter() - t0)
     return out
 
 
 def _timing(model, opt, amp, strategy, config, ctx, a, records) -> dict:
     """Step time, compute-only time and communication-only time (medians)."""
-    data = _batches(config, a, ctx, a.time_steps, start=a.steps)
-    step_s = []
-    for x, y in data:
-        _sync(ctx)
-        t0 = time.perf_counter()
-        _step(model, opt, amp, x, y)
-        _sync(ctx)
-        step_s.append(time.perf_counter() - t0)
+    data = rank_batches(config, a.batch, ctx, a.time_steps, a.seed,
+                        start=a.steps)
+    step_s = _step_seconds(model, opt, amp, data, ctx)
     # compute alone: the same local batches on an unwrapped replica
     alone = build(config, a.seed).to(ctx.device)
-    opt1 = make_optimizer(alone)
-    amp1 = autocast(ctx, "ddp", a.bf16)
-    compute_s = []
-    for x, y in data:
-        _sync(ctx)
-        t0 = time.perf_counter()
-        _step(alone, opt1, amp1, x, y)
-        _sync(ctx)
-        compute_s.append(time.perf_counter() - t0)
-    del alone, opt1
+    compute_s = _step_seconds(alone, make_optimizer(alone),
+                              autocast(ctx, "ddp", a.bf16), data, ctx)
+    del alone
     comm_s = [replay(records, ctx) for _ in range(max(3, a.time_steps // 2))]
     step, compute, comm = (statistics.median(v)
                            for v in (step_s, compute_s, comm_s))
@@ -138,7 +116,7 @@ def replay(records, ctx) -> float:
         part = torch.ones(r["numel"] // g, dtype=dtype, device=ctx.device)
         work.append((r["op"], full, part, group))
     tdist.barrier()
-    _sync(ctx)
+    dist.sync(ctx)
     t0 = time.perf_counter()
     for op, full, part, group in work:
         if op == "all_reduce":
@@ -147,7 +125,7 @@ def replay(records, ctx) -> float:
             tdist.all_gather_into_tensor(full, part, group=group)
         else:
             tdist.reduce_scatter_tensor(part, full, group=group)
-    _sync(ctx)
+    dist.sync(ctx)
     return time.perf_counter() - t0
 
 

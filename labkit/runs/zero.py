@@ -34,7 +34,6 @@ compiles nothing. ``LABKIT_DS_SHM=1`` lets DeepSpeed build it (cached under
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import statistics
 import time
@@ -43,9 +42,10 @@ import torch
 
 from labkit import dist
 from labkit.measure.collectives import CollectiveCounter
-from labkit.model import (add_shape_arguments, batch, build, config_from_args,
-                         count_params, GPTConfig, local_batch)
-from labkit.train import LR, make_optimizer, mean_over_ranks, reference_losses
+from labkit.model import (add_shape_arguments, build, config_from_args,
+                         count_params, GPTConfig, rank_batches)
+from labkit.train import (LR, make_optimizer, mean_over_ranks,
+                          reference_losses, train_step)
 from labkit.zero_config import VARIANTS, ZeroConfig, variant
 
 
@@ -64,17 +64,6 @@ def skip_shm_op() -> bool:
     ops = deepspeed.ops.__compatible_ops__
     ops["deepspeed_shm_comm"] = False
     return True
-
-
-def _sync(ctx) -> None:
-    if ctx.is_cuda:
-        torch.cuda.synchronize()
-
-
-def _batches(config, a, ctx, steps, start=0):
-    return [local_batch(*batch(config, a.batch, s, a.seed, device=ctx.device),
-                        ctx.rank, ctx.world_size)
-            for s in range(start, start + steps)]
 
 
 def zero_config(name: str, a, ctx) -> ZeroConfig:
@@ -108,21 +97,21 @@ def run_deepspeed(name: str, config: GPTConfig, ctx, a) -> dict:
                                       config=ds_json)
     init_s = time.perf_counter() - t0
     losses, snapshots = [], {}
-    batches = _batches(config, a, ctx, a.steps)
+    batches = rank_batches(config, a.batch, ctx, a.steps, a.seed)
     for step, (x, y) in enumerate(batches):
         last = step == len(batches) - 1
         undo = None
         if last:  # count bytes at the end of backward of the last step
             undo = at_end_of_backward(engine, lambda: snapshots.setdefault(
                 "end_of_backward", state_bytes(engine)))
-        _sync(ctx)
+        dist.sync(ctx)
         with CollectiveCounter() if last else _null() as counter:
             loss = engine(x, y)
             engine.backward(loss)
             if last:
                 snapshots["after_backward"] = state_bytes(engine)
             engine.step()
-            _sync(ctx)
+            dist.sync(ctx)
         if undo:
             undo()
         losses.append(mean_over_ranks(loss))
@@ -146,7 +135,7 @@ def run_deepspeed(name: str, config: GPTConfig, ctx, a) -> dict:
     if callable(destroy):
         destroy()
     del engine, model, optimizer
-    gc.collect()
+    dist.release(ctx)
     return out
 
 
@@ -161,11 +150,11 @@ def run_fsdp(strategy: str, config: GPTConfig, ctx, a) -> dict:
     opt = make_optimizer(model)
     amp = autocast(ctx, strategy, a.bf16)
     losses = []
-    batches = _batches(config, a, ctx, a.steps)
+    batches = rank_batches(config, a.batch, ctx, a.steps, a.seed)
     measured = None
     for step, (x, y) in enumerate(batches):
         last = step == len(batches) - 1
-        _sync(ctx)
+        dist.sync(ctx)
         with CollectiveCounter() if last else _null() as counter:
             opt.zero_grad(set_to_none=True)
             with amp:
@@ -174,37 +163,33 @@ def run_fsdp(strategy: str, config: GPTConfig, ctx, a) -> dict:
             if last:
                 measured = model_state_bytes(model, opt)
             opt.step()
-            _sync(ctx)
+            dist.sync(ctx)
         losses.append(mean_over_ranks(loss))
     out = {"name": strategy, "engine": "torch", "losses": losses,
            "bytes_end_of_backward": measured, "comm": counter.summary(),
            "comm_records": counter.records}
 
-    def step_fn(x, y):
-        opt.zero_grad(set_to_none=True)
-        with amp:
-            loss = model(x, y)
-        loss.backward()
-        opt.step()
     if a.time_steps:
-        out.update(_time(step_fn, config, ctx, a))
+        out.update(_time(lambda x, y: train_step(model, opt, x, y, amp),
+                         config, ctx, a))
     if ctx.is_cuda:
         out["max_memory_allocated"] = torch.cuda.max_memory_allocated(
             ctx.device)
     del model, opt
-    gc.collect()
+    dist.release(ctx)
     return out
 
 
 def _time(step_fn, config, ctx, a) -> dict:
     """Median seconds of ``--time-steps`` steps (after one warm-up)."""
     times = []
-    batches = _batches(config, a, ctx, a.time_steps + 1, start=a.steps)
+    batches = rank_batches(config, a.batch, ctx, a.time_steps + 1, a.seed,
+                           start=a.steps)
     for i, (x, y) in enumerate(batches):
-        _sync(ctx)
+        dist.sync(ctx)
         t0 = time.perf_counter()
         step_fn(x, y)
-        _sync(ctx)
+        dist.sync(ctx)
         if i:
             times.append(time.perf_counter() - t0)
     step_s = statistics.median(times)
