@@ -1,6 +1,7 @@
 # The two commands of the README. Both set up .venv on a fresh machine.
 #   make book   -> executes the labs (CPU profile) and builds _build/html
 #   make test   -> unit + distributed tests, nbval on the labs, strict book build
+#   make benchmark -> the time budgets, measured (not part of make test)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -12,7 +13,7 @@ export TORCH_EXTENSIONS_DIR := $(CURDIR)/.cache/torch_extensions
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: setup book labs test test-fast html clean
+.PHONY: setup book labs test test-fast benchmark clean
 
 setup: $(STAMP)
 
@@ -39,6 +40,11 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest tests -q -m "not distributed"
+
+# The time budgets (each lab <= 90 s on 2 cores, make test <= 20 min on a
+# fresh clone), measured, never asserted in a timed test.
+benchmark: $(STAMP)
+	$(BIN)/python scripts/benchmark.py --make-test
 
 clean:
 	rm -rf _build

@@ -94,9 +94,10 @@ def skip_gpu_cells(src: Path, dest: Path) -> int:
     return n
 
 
-def run_lab(name: str, nb: Path, profile: str, params: dict) -> tuple[str, float, str]:
+def run_lab(name: str, nb: Path, profile: str, params: dict,
+            out: Path = OUT) -> tuple[str, float, str]:
     import papermill as pm
-    out_dir = OUT / profile / name
+    out_dir = out / profile / name
     previous = keep_previous(out_dir)
     out_dir.mkdir(parents=True)
     if not has_cuda():

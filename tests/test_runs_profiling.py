@@ -34,9 +34,10 @@ def test_injected_delay_is_measured_as_data_time(run):
         assert len(r["steps"]) == 3 and r["loader"] == "single-process"
         for s in r["steps"]:
             measured_ms = s["data_us"] / 1e3
-            # sleep never returns early; collate and a busy machine add
+            # sleep never returns early; collate and a busy machine add,
+            # so the upper side is loose: "the right size", not a timing
             assert 0.97 * predicted_ms <= measured_ms <= (
-                1.6 * predicted_ms + 3.0), measured_ms
+                2.0 * predicted_ms + 10.0), measured_ms
 
 
 def test_workers_take_the_wait_off_the_training_process(run):

@@ -44,6 +44,8 @@ whole profiled span, as in HTA's ``get_temporal_breakdown()``.
 from __future__ import annotations
 
 import bisect
+import contextlib
+import gc
 import gzip
 import json
 import os
@@ -136,6 +138,24 @@ def clip(a, lo: float, hi: float) -> list[tuple[float, float]]:
 
 # -- reading ------------------------------------------------------------------
 
+@contextlib.contextmanager
+def _gc_paused():
+    """Pause the cyclic garbage collector while a trace is parsed.
+
+    A 34 MB trace is 109k small dicts; building them sets off the collector
+    again and again, each pass walking everything alive, and that took two
+    thirds of the reading time (0.9 s -> 0.34 s of CPU time here). JSON
+    holds no reference cycles, so nothing is left for it to collect.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def load(path: str | Path) -> dict:
     """Read a Chrome trace (``.json`` or ``.json.gz``) with one-line errors."""
     p = Path(path)
@@ -151,7 +171,8 @@ def load(path: str | Path) -> dict:
             raise ValueError(f"{p}: truncated or damaged gzip file "
                              f"({e})") from None
     try:
-        data = json.loads(raw)
+        with _gc_paused():
+            data = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ValueError(f"{p}: not valid JSON, truncated? ({e})") from None
     if isinstance(data, list):  # the bare-array form of the format
@@ -205,6 +226,11 @@ def read(path: str | Path, data: dict | None = None) -> Trace:
     trace spends most of its time in ``json.loads``, not here.
     """
     data = load(path) if data is None else data
+    with _gc_paused():
+        return _read(path, data)
+
+
+def _read(path, data: dict) -> Trace:
     steps, phase_iv, data_iv, items, syncs = [], {}, [], [], []
     cpu_ops, devs, launch = [], [], {}
     loader = None
