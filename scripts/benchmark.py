@@ -27,6 +27,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -82,8 +83,9 @@ def bench_labs(only: list[str]) -> list[dict]:
         status, seconds, detail = run_labs.run_lab(
             name, labs[name], "cpu", profile.get(name) or {},
             out=OUT / "labs")
+        ok = status == "ok"
         rows.append(row(f"lab {name}", LAB_BUDGET_S, seconds,
-                        "ok" if status == "ok" else "FAILED", detail))
+                        "ok" if ok else "FAILED", "" if ok else detail))
         print(f"  {seconds:.1f} s, {status}", flush=True)
     return rows
 
@@ -119,11 +121,13 @@ def bench_make_test() -> list[dict]:
         r = subprocess.run(["make", "test"], cwd=clone, env=env,
                            capture_output=True, text=True)
         seconds = time.perf_counter() - t0
-        tail = (r.stdout + r.stderr).strip().splitlines()[-1:] or [""]
-        print(f"  {seconds:.0f} s, exit {r.returncode}: {tail[0]}",
+        summary = [ln.strip("= ") for ln in r.stdout.splitlines()
+                   if re.search(r"\d+ (passed|failed)", ln)][-1:] or [
+            f"exit status {r.returncode}"]
+        print(f"  {seconds:.0f} s, exit {r.returncode}: {summary[0]}",
               flush=True)
         return [row("make test, fresh clone", MAKE_TEST_BUDGET_S, seconds,
-                    "ok" if r.returncode == 0 else "FAILED", tail[0])]
+                    "ok" if r.returncode == 0 else "FAILED", summary[0])]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
