@@ -2,13 +2,17 @@
 
     python scripts/run_labs.py --profile cpu                 # every lab
     python scripts/run_labs.py --profile gpu8 --only memory  # one lab
+    python scripts/run_labs.py --profile gpu1                # one GPU
 
 Parameters come from ``labs/profiles/<profile>.yaml`` (one section per lab,
 keyed by the lab's name without its number). For each lab the executed
 notebook and its ``results.json`` go to ``_build/labs/<profile>/<lab>/``; an
 earlier run there is kept, renamed with its time stamp, never overwritten.
 A failing lab does not stop the others; the summary table gives each lab's
-status and seconds, and the exit status is 1 if any lab failed.
+status and seconds, and the exit status is 1 if any lab failed. On a GPU
+profile a lab whose parameters need more GPUs than are visible (its world
+sizes: :func:`gpus_needed`) is not started: it is listed as ``skipped``
+with a "needs >= N GPUs" note, not as a failure.
 """
 from __future__ import annotations
 
@@ -24,7 +28,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from labkit.launch import checkout_pythonpath  # noqa: E402
+from labkit.launch import (checkout_pythonpath,  # noqa: E402
+                           cuda_device_count)
 
 LABS = ROOT / "labs"
 OUT = ROOT / "_build" / "labs"
@@ -64,6 +69,21 @@ def keep_previous(folder: Path) -> Path | None:
     return dest
 
 
+GPU_COUNT_KEYS = ("world_size", "world_sizes", "tp_sizes", "stages",
+                  "sweep_stages")
+
+
+def gpus_needed(params: dict) -> int:
+    """Ranks (one GPU each) the lab's largest launch asks for."""
+    n = 1
+    for key in GPU_COUNT_KEYS:
+        v = params.get(key)
+        for x in (v if isinstance(v, list) else [v]):
+            if isinstance(x, int) and not isinstance(x, bool):
+                n = max(n, x)
+    return n
+
+
 def has_cuda() -> bool:
     try:
         import torch
@@ -85,7 +105,8 @@ def skip_gpu_cells(src: Path, dest: Path) -> int:
         if cell.cell_type == "code" and "gpu" in cell.metadata.get("tags", []):
             note = nbformat.v4.new_markdown_cell(
                 "*Not run here: this cell needs CUDA GPUs (tag `gpu`); "
-                "run the lab with `--profile gpu8` on a GPU node.*\n\n"
+                "run the lab with `--profile gpu1` (one GPU) or "
+                "`--profile gpu8` on a GPU node.*\n\n"
                 "```python\n" + cell.source + "\n```")
             note.metadata["tags"] = ["gpu", "skipped"]
             nb.cells[i] = note
@@ -152,17 +173,24 @@ def main(argv=None) -> int:
         raise SystemExit(f"{a.profile}.yaml names labs that do not exist: {missing}")
     chosen = a.only or list(labs)
     rows = []
+    visible = cuda_device_count()
     for i, name in enumerate(chosen, 1):
         print(f"[{i}/{len(chosen)}] {name} ({a.profile}) ...", flush=True)
-        status, seconds, detail = run_lab(name, labs[name], a.profile,
-                                          profile.get(name) or {})
+        need = gpus_needed(profile.get(name) or {})
+        if a.profile != "cpu" and need > visible:
+            status, seconds = "skipped", 0.0
+            detail = (f"needs >= {need} GPUs, {visible} visible: run it "
+                      "with --profile cpu here, or on a bigger machine")
+        else:
+            status, seconds, detail = run_lab(name, labs[name], a.profile,
+                                              profile.get(name) or {})
         print(f"[{i}/{len(chosen)}] {name}: {status} in {seconds:.1f} s"
               + (f" -- {detail}" if detail else ""), flush=True)
         rows.append((name, status, seconds, detail))
     print(f"\n{'lab':24s} {'status':8s} {'seconds':>8s}  note")
     for name, status, seconds, detail in rows:
         print(f"{name:24s} {status:8s} {seconds:8.1f}  {detail}")
-    failed = [r for r in rows if r[1] != "ok"]
+    failed = [r for r in rows if r[1] not in ("ok", "skipped")]
     print(f"\n{len(rows) - len(failed)} passed, {len(failed)} failed"
           f" (executed notebooks in {OUT / a.profile})")
     return 1 if failed else 0

@@ -172,3 +172,16 @@ def test_zero_config_defaults_are_deepspeeds_but_two():
     assert differ == {"gradient_clipping", "pin_memory"}
     assert ds["gradient_clipping"] == 1.0 and ds["pin_memory"] is True
     assert ds["overlap_comm"] is None   # DeepSpeed: on at stage 3 only
+
+
+def test_expected_bytes_bf16_offload_terms():
+    from labkit.zero_config import variant
+    numels = [1000, 10, 6, 4000]
+    phi, n = sum(numels), 2
+    padded = -(-phi // (2 * n)) * 2 * n
+    cfg = variant("zero2_offload_opt", world_size=n,
+                  precision="bf16").asdict()
+    e = Z.expected_bytes(cfg, numels, n)
+    assert e["grads"]["expected"] == 4 * padded / n   # fp32 master.grad
+    assert e["grads"]["ledger_gpu"] == e["optimizer"]["ledger_gpu"] == 0
+    assert e["params"]["ledger_gpu"] == 2 * phi       # bf16 weights stay

@@ -9,6 +9,7 @@ from labkit.predict.flops import (PEAKS, hardware_flops, matmul_params,
                                   megatron_params, model_flops,
                                   palm_flops_per_token, peak_tflops, report,
                                   training_days)
+from labkit.predict import flops as FL
 from labkit.predict.memory import gpt_params
 
 V, S = 51200, 2048   # vocabulary and sequence of every model in Table 1
@@ -120,3 +121,16 @@ def test_cli_json_and_errors():
     bad = _cli("--layers", "-1", "--hidden", "64", "--heads", "4", "--seq",
                "8", "--vocab", "8", "--batch", "1")
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("name, preset", [
+    ("NVIDIA H100 80GB HBM3", "h100-sxm"), ("NVIDIA H100 PCIe", "h100-pcie"),
+    ("NVIDIA H100 NVL", None), ("NVIDIA H200", "h200"),
+    ("NVIDIA A100-SXM4-80GB", "a100"), ("NVIDIA A100-PCIE-40GB", "a100"),
+    ("NVIDIA L4", "l4"), ("Tesla T4", "t4"),
+    ("NVIDIA GeForce RTX 4090", None), ("NVIDIA GH200 480GB", None)])
+def test_gpu_preset_from_the_device_name(name, preset):
+    """The PCIe H100 is not the SXM one (756 vs 989 TFLOP/s, no NVLink)."""
+    assert FL.gpu_preset(name) == preset
+    if preset:
+        assert FL.peak_tflops(preset) > 0 and preset in FL.GPU_LINKS

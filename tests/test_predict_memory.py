@@ -129,3 +129,19 @@ def test_cli_bad_input_exit_2(args):
     r = _cli(*args)
     assert r.returncode == 2
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_layers_that_fit_one_gpu():
+    from labkit.predict.memory import (activation_bytes_per_layer,
+                                       gpt_params, layers_that_fit)
+    shape = dict(hidden=2048, heads=16, vocab=50304, seq=1024)
+    gb = 1e9
+    # ~1.4B parameters: 22 GB of model states fit 80 GB, not 16 GB
+    assert layers_that_fit(80 * gb, 24, micro_batch=8, **shape) == 24
+    n = layers_that_fit(16 * gb, 24, micro_batch=8, **shape)
+    assert 0 < n < 24
+    act = activation_bytes_per_layer(1024, 8, 2048, 16)
+    fits = [16 * gpt_params(k, 2048, 16, 50304, 1024) + k * act
+            for k in (n, n + 1)]
+    assert fits[0] <= 0.8 * 16 * gb < fits[1]
+    assert layers_that_fit(1 * gb, 24, micro_batch=8, **shape) == 0

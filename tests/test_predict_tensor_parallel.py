@@ -69,3 +69,10 @@ def test_tp_needs_nvlink():
     # comm / compute falls as 1/h: a wider model hides TP better
     small = TP.comm_compute(1, S, 2048, T, link="nvlink3")
     assert small["ratio"] > fast["ratio"]
+
+
+def test_check_tolerance_is_a_few_eps():
+    assert TP.check_tolerance("fp32") == 4 * 2.0 ** -23
+    assert TP.check_tolerance("bf16") == 4 * 2.0 ** -7
+    with pytest.raises(ValueError):
+        TP.check_tolerance("fp8")

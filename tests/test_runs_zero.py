@@ -254,3 +254,40 @@ def test_config_module_imports_no_torch():
     from labkit.launch import ROOT
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT,
                    env=dict(os.environ, PYTHONPATH=str(ROOT)))
+
+
+# -- the gpu8 path on gloo: bf16, optimizer offload, timing, peak -------------
+
+@pytest.fixture(scope="module")
+def bf16_ranks(tmp_path_factory):
+    from labkit.launch import launch
+    return launch("labkit.runs.zero", 2, {
+        "variants": "zero2_offload_opt", "fsdp": "fsdp2_grad_op",
+        "steps": 2, "time_steps": 1, "bf16": True,
+        "reduce_bucket_size": BUCKET}, timeout=300,
+        run_dir=tmp_path_factory.mktemp("zero_bf16"))
+
+
+@distributed
+def test_bf16_offload_keeps_an_fp32_gradient_partition(bf16_ranks):
+    """ZeRO-Offload's master.grad is fp32 on the host: 4 bytes / N each."""
+    from labkit.measure.zero import expected_bytes
+    for r in bf16_ranks:
+        run = r["runs"]["zero2_offload_opt"]
+        exp = expected_bytes(run["config"], r["param_numels"], 2,
+                             r["no_grad_input_numels"])
+        got = run["bytes_end_of_backward"]
+        for cat in ("params", "grads", "optimizer"):
+            e = exp[cat]
+            assert e["expected"] <= got[cat] <= e["expected"] + e["slack"], (
+                r["rank"], cat, got[cat], e)
+        assert exp["optimizer"]["ledger_gpu"] == 0    # all of it offloaded
+
+
+@distributed
+@pytest.mark.parametrize("name", ["zero2_offload_opt", "fsdp2_grad_op"])
+def test_timed_runs_report_throughput_and_a_labelled_peak(bf16_ranks, name):
+    run = bf16_ranks[0]["runs"][name]
+    assert run["step_s"] > 0 and run["tokens_per_s"] > 0
+    assert run["peak"]["bytes"] > 0
+    assert run["peak"]["source"].startswith("ledger")   # cpu: no allocator

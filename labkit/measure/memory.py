@@ -79,9 +79,3 @@ def unsharded_param_bytes(model: torch.nn.Module) -> int:
             tensors.append(flat._full_param_padded)
     return unique_bytes(tensors)
 
-
-def cuda_peak_bytes(device) -> int | None:
-    """``torch.cuda.max_memory_allocated`` on a GPU, None on CPU."""
-    if getattr(device, "type", device) != "cuda":
-        return None
-    return torch.cuda.max_memory_allocated(device)

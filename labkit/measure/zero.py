@@ -327,6 +327,12 @@ def expected_bytes(cfg: dict, numels: list[int], world_size: int,
         out["optimizer"]["padding"] = 12 * pad / n if e == 2 else 8 * pad / n
         if e == 4:
             out["optimizer"]["master_copy"] = 4 * padded / n
+    if stage in (1, 2) and e == 2 and offload == "optimizer":
+        # ZeRO-Offload reduces the 16-bit gradients into the fp32 master
+        # partition's own .grad on the host (``master.grad``): 4 bytes per
+        # parameter / N, where the ledger's 16-bit gradients count 2.
+        out["grads"]["fp32_partition"] = (4 * padded - e * phi) / n
+        out["grads"].pop("padding", None)
     if stage == 3:
         thr = cfg["stage3_param_persistence_threshold"]
         persistent = [k for k in numels if k <= thr]
@@ -336,6 +342,9 @@ def expected_bytes(cfg: dict, numels: list[int], world_size: int,
     for cat in out.values():
         cat["expected"] = sum(cat.values())
         cat["slack"] = 0
+    for cat, gpu in (("params", led.params_gpu), ("grads", led.grads_gpu),
+                     ("optimizer", led.optimizer_gpu)):
+        out[cat]["ledger_gpu"] = gpu   # the GPU's share (offload: less)
     if stage >= 2:
         out["grads"]["slack"] = e * (cfg["reduce_bucket_size"] + max(numels))
         if stage == 2:

@@ -49,6 +49,36 @@ PEAKS = {
              "sparsity, 989.4 dense (same GH100 compute as H100 SXM)"),
 }
 PEAKS["h100-sxm"] = PEAKS["h100"]
+PEAKS.update({
+    "l4": (121.0, "NVIDIA L4 datasheet: BF16 tensor core 242 TFLOPS with "
+           "sparsity, 121 dense"),
+    "t4": (65.0, "NVIDIA T4 datasheet: FP16 mixed-precision tensor core 65 "
+           "TFLOPS; Turing has no bf16 tensor cores (bf16 runs far slower)"),
+})
+# CUDA device names (torch.cuda.get_device_name) -> preset, most specific
+# first: "NVIDIA H100 PCIe" must not match the SXM entry.
+GPU_NAMES = (("h100 pcie", "h100-pcie"), ("h100 nvl", None), ("h200 nvl", None),
+             ("h100", "h100-sxm"), ("h200", "h200"), ("a100", "a100"),
+             ("l4", "l4"), ("t4", "t4"))
+# The GPU-to-GPU link of a node of each preset (labkit.predict.collectives);
+# PCIe cards talk over PCIe unless an NVLink bridge joins a pair.
+GPU_LINKS = {"h100-sxm": "nvlink4", "h200": "nvlink4", "a100": "nvlink3",
+             "h100-pcie": "pcie5", "l4": "pcie4", "t4": "pcie3"}
+
+
+def gpu_preset(device_name: str) -> str | None:
+    """The preset of a CUDA device name, or None for a GPU not in PEAKS.
+
+    ``gpu_preset("NVIDIA H100 80GB HBM3") == "h100-sxm"``,
+    ``gpu_preset("NVIDIA H100 PCIe") == "h100-pcie"``; an unknown GPU gets
+    None, never a guess.
+    """
+    name = " ".join(device_name.lower().replace("-", " ").split())
+    words = set(name.split())
+    for key, preset in GPU_NAMES:  # NVL cards: other peaks, not listed
+        if (key in words if " " not in key else key in name):
+            return preset
+    return None
 RECOMPUTE = ("none", "selective", "full")
 
 

@@ -280,6 +280,28 @@ def activation_bytes_per_layer(seq: int, batch: int, hidden: int, heads: int,
     return sbh * (10 + 24 / t + attn / t)
 
 
+def layers_that_fit(gpu_bytes: float, layers: int, hidden: int, heads: int,
+                    vocab: int, seq: int, micro_batch: int,
+                    bytes_per_param: float = 16.0,
+                    headroom: float = 0.8) -> int:
+    """The most layers, up to ``layers``, one GPU can train (0: none).
+
+    Model states ``bytes_per_param x Psi`` (16: mixed-precision Adam, or fp32
+    Adam, ZeRO paper Sec. 3.1) plus the activations of Korthikanti et al.
+    2022, Table 2 (16-bit, no recomputation: an upper bound for kernels that
+    keep no attention matrix) must fit in ``headroom`` of the GPU's bytes;
+    the rest is left for the allocator, workspaces and the CUDA context.
+    """
+    if not gpu_bytes > 0 or not 0 < headroom <= 1:
+        raise ValueError("gpu_bytes must be > 0 and headroom in (0, 1]")
+    act = activation_bytes_per_layer(seq, micro_batch, hidden, heads)
+    for n in range(layers, 0, -1):
+        psi = gpt_params(n, hidden, heads, vocab, seq)
+        if bytes_per_param * psi + n * act <= headroom * gpu_bytes:
+            return n
+    return 0
+
+
 # -- command line -------------------------------------------------------------
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -39,6 +39,7 @@ import time
 import torch
 import torch.distributed as tdist
 
+from labkit import device as D
 from labkit import dist
 from labkit.predict.collectives import message_sizes
 
@@ -187,8 +188,7 @@ def main(argv=None):
     expected, records = counter_check(ctx)
     dist.save(ctx, {"rows": rows, "config": vars(a),
                     "counter": {"expected": expected, "records": records},
-                    "device": (torch.cuda.get_device_name(ctx.device)
-                               if ctx.is_cuda else "cpu")})
+                    "device": D.name(ctx.device)})
     dist.close()
 
 

@@ -14,18 +14,18 @@ records:
   was resharded after its forward; the whole model for SHARD_GRAD_OP);
 - ``states``: parameters, gradients and optimizer state held after the last
   optimizer step (:func:`labkit.measure.memory.model_state_bytes`);
-- ``cuda_peak``: ``torch.cuda.max_memory_allocated`` over the run (GPU only).
+- ``peak``: :func:`labkit.device.peak_bytes` over the run: the CUDA
+  allocator's ``max_memory_allocated`` on a GPU; on CPU its twin, the byte
+  ledger measured here (model states + gathered weights), labelled so.
 """
 from __future__ import annotations
 
 import argparse
 import time
 
-import torch
-
+from labkit import device as D
 from labkit import dist
-from labkit.measure.memory import (cuda_peak_bytes, model_state_bytes,
-                                   unsharded_param_bytes)
+from labkit.measure.memory import model_state_bytes, unsharded_param_bytes
 from labkit.model import (add_shape_arguments, batch, build, config_from_args,
                          count_params, GPTConfig, local_batch)
 from labkit.train import make_optimizer, mean_over_ranks
@@ -37,9 +37,7 @@ def run_strategy(strategy: str, config: GPTConfig, ctx, steps: int,
     model = wrap(build(config, seed), strategy, ctx, bf16=bf16)
     opt = make_optimizer(model)
     amp = autocast(ctx, strategy, bf16)
-    if ctx.is_cuda:
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
+    D.reset_peak(ctx.device)
     losses, unsharded = [], None
     t0 = time.perf_counter()
     for step in range(steps):
@@ -52,13 +50,12 @@ def run_strategy(strategy: str, config: GPTConfig, ctx, steps: int,
         loss.backward()
         opt.step()
         losses.append(mean_over_ranks(loss))
-    if ctx.is_cuda:
-        torch.cuda.synchronize()
+    D.sync(ctx.device)
     seconds = time.perf_counter() - t0
+    states = model_state_bytes(model, opt)
     out = {"strategy": strategy, "losses": losses,
-           "after_forward_unsharded": unsharded,
-           "states": model_state_bytes(model, opt),
-           "cuda_peak": cuda_peak_bytes(ctx.device),
+           "after_forward_unsharded": unsharded, "states": states,
+           "peak": D.peak_bytes(ctx.device, states["total"] + unsharded),
            "seconds": seconds}
     del model, opt
     dist.release(ctx)
@@ -84,8 +81,7 @@ def main(argv=None):
     runs = [run_strategy(s, config, ctx, a.steps, a.batch, a.bf16, a.seed)
             for s in strategies]
     dist.save(ctx, {"params": n_params, "config": vars(a), "runs": runs,
-                    "device": (torch.cuda.get_device_name(ctx.device)
-                               if ctx.is_cuda else "cpu")})
+                    "device": D.name(ctx.device)})
     dist.close()
 
 

@@ -39,6 +39,7 @@ import torch.distributed as tdist
 import torch.nn as nn
 import torch.nn.functional as F
 
+from labkit import device as D
 from labkit import dist
 from labkit.model import add_shape_arguments, batch, build, config_from_args
 
@@ -80,16 +81,13 @@ def loss_fn(logits, targets):
 def instrument(stage, chunk: int, events: list) -> None:
     """Record (kind, stage, chunk, micro-batch, start, end) of each chunk."""
     fwd, bwd = stage.forward_one_chunk, stage.backward_one_chunk
-    sync = stage.device.type == "cuda"
 
     def timed(kind, fn):
         def run(mb, *args, **kwargs):
-            if sync:
-                torch.cuda.synchronize()
+            D.sync(stage.device)
             t0 = time.perf_counter()
             out = fn(mb, *args, **kwargs)
-            if sync:
-                torch.cuda.synchronize()
+            D.sync(stage.device)
             events.append((kind, stage.stage_index, chunk, mb, t0,
                            time.perf_counter()))
             return out
@@ -178,13 +176,11 @@ def run_depth(p: int, schedules, a, ctx, cfg, dtype, group,
                 events.clear()
                 for q in params:
                     q.grad = None
-                if ctx.is_cuda:
-                    torch.cuda.synchronize()
+                D.sync(ctx.device)
                 tdist.barrier(group=group)
                 t0 = time.perf_counter()
                 step(sched, ctx, x, y, p)
-                if ctx.is_cuda:
-                    torch.cuda.synchronize()
+                D.sync(ctx.device)
                 t1 = time.perf_counter()
                 if r == 0:
                     continue  # warm-up: shape inference, allocations

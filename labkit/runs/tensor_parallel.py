@@ -45,6 +45,7 @@ import torch.distributed as tdist
 import torch.nn as nn
 import torch.nn.functional as F
 
+from labkit import device as D
 from labkit import dist
 from labkit.measure.collectives import CollectiveCounter
 from labkit.model import GPTConfig, build
@@ -52,6 +53,7 @@ from labkit.model import GPTConfig, build
 VARIANTS = ("scratch", "dtensor", "wrong_split", "no_comm", "megatron")
 SCRATCH_LAYOUT = ("scratch", "no_comm", "megatron")  # same shards
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+STEP = 0.1  # SGD update / parameters (RMS) of the after-step check
 
 
 # --------------------------------------------------------------------------
@@ -331,8 +333,9 @@ def dtensor_block(ref, heads: int, mesh, fused_qkv: bool) -> TPBlock:
                               qkv=copy.deepcopy(a.qkv))
     else:
         lin = []
-        for i in range(3):
-            q = nn.Linear(h, h)
+        for i in range(3):  # the block's device and dtype (bf16 too)
+            q = nn.Linear(h, h, device=a.qkv.weight.device,
+                          dtype=a.qkv.weight.dtype)
             with torch.no_grad():
                 q.weight.copy_(a.qkv.weight[i * h:(i + 1) * h])
                 q.bias.copy_(a.qkv.bias[i * h:(i + 1) * h])
@@ -384,6 +387,25 @@ def max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
     return (a.float() - b.float()).abs().max().item()
 
 
+def step_lr(params: dict, grads: dict, step: float) -> float:
+    """The SGD learning rate whose update is ``step`` x the parameters (RMS).
+
+    ``lr = step * ||theta|| / ||g||``: the update ``lr g`` has the norm
+    ``step ||theta||`` whatever the size of the loss, so the output after
+    the step moves by a fraction of order ``step`` (big enough to show an
+    update applied wrongly on a shard) while the weights stay of the same
+    size (a fixed lr on the summed loss grows them with h, s and b, and the
+    rounding of the step with them). The same on every rank: computed from
+    the reference block, which every rank holds.
+    """
+    def norm(ts):
+        return torch.cat([t.detach().float().flatten() for t in ts]).norm()
+
+    names = list(grads)
+    return (step * norm(params[n] for n in names)
+            / norm(grads[n] for n in names)).item()
+
+
 def run_variant(variant, ref_state, ref_out, ref_grads, ref_xgrad,
                 ref_after, ref_out2, cfg, x, w, x2, lr, ctx, mesh,
                 timing_steps) -> dict:
@@ -418,13 +440,11 @@ def run_variant(variant, ref_state, ref_out, ref_grads, ref_xgrad,
     times = []
     for _ in range(timing_steps):
         xi = x.clone().requires_grad_(True)
-        if ctx.is_cuda:
-            torch.cuda.synchronize()
+        D.sync(ctx.device)
         tdist.barrier()
         t0 = time.perf_counter()
         (block(xi) * w).sum().backward()
-        if ctx.is_cuda:
-            torch.cuda.synchronize()
+        D.sync(ctx.device)
         times.append(time.perf_counter() - t0)
         block.zero_grad(set_to_none=True)
     scale = ref_out.float().abs().max().item()
@@ -438,6 +458,7 @@ def run_variant(variant, ref_state, ref_out, ref_grads, ref_xgrad,
                           for g in ref_grads.values()),
         "param_diff_after_step": param_diff,
         "out_diff_after_step": max_diff(out2, ref_out2),
+        "out2_scale": ref_out2.float().abs().max().item(),
         "comm_forward": fwd.summary(),
         "comm_backward": bwd.summary(),
         "local_params": sum(p.to_local().numel() if hasattr(p, "to_local")
@@ -455,7 +476,8 @@ def main():
     ap.add_argument("--seq", type=int, default=32)
     ap.add_argument("--batch", type=int, default=4, help="micro-batch")
     ap.add_argument("--dtype", choices=sorted(DTYPES), default="fp32")
-    ap.add_argument("--lr", type=float, default=0.1)
+    ap.add_argument("--step", type=float, default=STEP,
+                    help="SGD update / parameters, in RMS (see step_lr)")
     ap.add_argument("--timing-steps", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
@@ -470,9 +492,9 @@ def main():
     if a.heads % tp or a.hidden % a.heads:
         raise SystemExit(f"heads {a.heads} must divide by tp {tp} and "
                          f"hidden {a.hidden} by heads")
-    if ctx.is_cuda:  # exact fp32 matmuls for the check
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
+    # exact fp32 matmuls for the check (flags only: harmless on CPU)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
     dtype = DTYPES[a.dtype]
     cfg = GPTConfig(vocab=8, seq=a.seq, layers=1, hidden=a.hidden,
                     heads=a.heads)
@@ -495,18 +517,25 @@ def main():
     ref_out = ref(xr)
     (ref_out * w).sum().backward()
     ref_grads = {n: p.grad.clone() for n, p in ref.named_parameters()}
-    torch.optim.SGD(ref.parameters(), lr=a.lr).step()
+    lr = step_lr(ref_state, ref_grads, a.step)
+    with torch.no_grad():
+        ref_out2_before = ref(x2)
+    torch.optim.SGD(ref.parameters(), lr=lr).step()
     ref_after = {n: p.detach().clone() for n, p in ref.named_parameters()}
     with torch.no_grad():
         ref_out2 = ref(x2)
+    step_effect = (max_diff(ref_out2, ref_out2_before)
+                   / ref_out2.float().abs().max().item())
     mesh = None
     if any(v in ("dtensor", "wrong_split") for v in variants):
         from torch.distributed.device_mesh import init_device_mesh
         mesh = init_device_mesh(ctx.device.type, (tp,))
     results = [run_variant(v, ref_state, ref_out.detach(), ref_grads,
-                           xr.grad, ref_after, ref_out2, cfg, x, w, x2, a.lr,
+                           xr.grad, ref_after, ref_out2, cfg, x, w, x2, lr,
                            ctx, mesh, a.timing_steps) for v in variants]
-    dist.save(ctx, {"config": vars(a), "tp": tp,
+    dist.save(ctx, {"config": vars(a), "tp": tp, "lr": lr,
+                    "device_name": D.name(ctx.device),
+                    "step_effect": step_effect,
                     "dtype_bytes": torch.tensor([], dtype=dtype)
                     .element_size(),
                     "ref_params": sum(p.numel() for p in ref.parameters()),

@@ -22,8 +22,9 @@ plain ``torch.optim.Adam`` (``labkit.train.make_optimizer``), and trains
 
 ``--fsdp`` trains ``labkit.wrap`` strategies with the same loop, for the
 comparison; ``--reference`` makes rank 0 also run the single-process
-reference. ``--time-steps K`` (GPU profile) times K more steps of each run
-without the counter and reports ``max_memory_allocated``.
+reference. ``--time-steps K`` times K more steps of each run without the
+counter. Every run reports ``peak`` (:func:`labkit.device.peak_bytes`: the
+CUDA allocator's ``max_memory_allocated`` on a GPU, the byte ledger on CPU).
 
 DeepSpeed on CPU compiles one C++ op the first time a process group is set
 up (``deepspeed_shm_comm``, used only by its inference all-reduce); this
@@ -40,6 +41,7 @@ import time
 
 import torch
 
+from labkit import device as D
 from labkit import dist
 from labkit.measure.collectives import CollectiveCounter
 from labkit.model import (add_shape_arguments, build, config_from_args,
@@ -90,8 +92,7 @@ def run_deepspeed(name: str, config: GPTConfig, ctx, a) -> dict:
     ds_json = cfg.to_json()
     model = build(config, a.seed)
     optimizer = None if cfg.optimizer == "deepspeed" else make_optimizer(model)
-    if ctx.is_cuda:
-        torch.cuda.reset_peak_memory_stats(ctx.device)
+    D.reset_peak(ctx.device)
     t0 = time.perf_counter()
     engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer,
                                       config=ds_json)
@@ -128,9 +129,8 @@ def run_deepspeed(name: str, config: GPTConfig, ctx, a) -> dict:
         out.update(_time(lambda x, y: (engine.backward(engine(x, y)),
                                        engine.step()),
                          config, ctx, a))
-    if ctx.is_cuda:
-        out["max_memory_allocated"] = torch.cuda.max_memory_allocated(
-            ctx.device)
+    out["peak"] = D.peak_bytes(ctx.device,  # the ledger's twin on CPU
+                               out["bytes_end_of_backward"]["total"])
     destroy = getattr(engine, "destroy", None)
     if callable(destroy):
         destroy()
@@ -144,8 +144,7 @@ def run_fsdp(strategy: str, config: GPTConfig, ctx, a) -> dict:
     from labkit.measure.memory import model_state_bytes
     from labkit.wrap import autocast, wrap
 
-    if ctx.is_cuda:
-        torch.cuda.reset_peak_memory_stats(ctx.device)
+    D.reset_peak(ctx.device)
     model = wrap(build(config, a.seed), strategy, ctx, bf16=a.bf16)
     opt = make_optimizer(model)
     amp = autocast(ctx, strategy, a.bf16)
@@ -172,9 +171,7 @@ def run_fsdp(strategy: str, config: GPTConfig, ctx, a) -> dict:
     if a.time_steps:
         out.update(_time(lambda x, y: train_step(model, opt, x, y, amp),
                          config, ctx, a))
-    if ctx.is_cuda:
-        out["max_memory_allocated"] = torch.cuda.max_memory_allocated(
-            ctx.device)
+    out["peak"] = D.peak_bytes(ctx.device, measured["total"])
     del model, opt
     dist.release(ctx)
     return out
@@ -260,8 +257,7 @@ def main(argv=None) -> None:
               "largest_layer_params": largest_layer_params(probe),
               "model": vars(config), "steps": a.steps, "batch": a.batch,
               "bf16": a.bf16, "shm_op_skipped": shm_skipped,
-              "device": (torch.cuda.get_device_name(ctx.device)
-                         if ctx.is_cuda else "cpu"),
+              "device": D.name(ctx.device),
               "torch_extensions_dir": os.environ.get("TORCH_EXTENSIONS_DIR"),
               "runs": {}}
     del probe

@@ -1,0 +1,83 @@
+"""labkit.device: the CPU twins, MFU, and the untested GPU surface, listed.
+
+The allow-lists below are every lab cell still tagged ``gpu`` and every line
+of ``labkit/runs`` that branches on CUDA. They must equal what is there:
+a new one fails this test until it is listed here (so the untested GPU
+surface never grows silently), and one removed must be removed here too.
+"""
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from labkit import device as D
+from labkit.model import GPTConfig
+from labkit.predict import flops as FL
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# (lab, first line of the cell): CUDA-only (DeepSpeed's NVMe offload, aio)
+GPU_CELLS = {
+    ("04_zero", "from labkit.launch import LaunchError"),
+}
+# (module, stripped line): CUDA-only switches left in labkit/runs
+CUDA_LINES = {
+    ("profiling", '"persistent_workers": True, "pin_memory": ctx.is_cuda}'),
+    ("profiling", "warmup=a.warmup, active=a.active, cuda=ctx.is_cuda) as prof:"),
+    ("sharding", '"device": (torch.cuda.get_device_name(ctx.device)'),
+    ("sharding", 'if ctx.is_cuda else "cpu")})'),
+    ("zero", "shm_skipped = skip_shm_op() if not ctx.is_cuda else False"),
+}
+CUDA = re.compile(r"is_cuda|torch\.cuda\.(?!matmul)|\.type == .cuda.")
+
+
+def test_gpu_tagged_cells_are_the_allow_list():
+    found = set()
+    for nb in sorted((ROOT / "labs").glob("[0-9]*_*.ipynb")):
+        for cell in json.loads(nb.read_text())["cells"]:
+            if "gpu" in cell.get("metadata", {}).get("tags", []):
+                found.add((nb.stem, "".join(cell["source"]).splitlines()[0]))
+    assert found == GPU_CELLS
+
+
+def test_cuda_branches_in_runs_are_the_allow_list():
+    found = set()
+    for f in sorted((ROOT / "labkit" / "runs").glob("*.py")):
+        for line in f.read_text().splitlines():
+            if CUDA.search(line):
+                found.add((f.stem, line.strip()))
+    assert found == CUDA_LINES
+
+
+def test_cpu_twins():
+    cpu = torch.device("cpu")
+    assert not D.is_cuda(cpu) and D.is_cuda("cuda:0")
+    assert D.name(cpu) == "cpu" and D.total_memory(cpu) is None
+    D.reset_peak(cpu)
+    D.sync(cpu)
+    peak = D.peak_bytes(cpu, 1234)
+    assert peak["bytes"] == 1234 and peak["source"].startswith("ledger")
+    t = D.Timer(cpu).start()
+    assert t.stop() >= 0
+
+
+def test_mfu_on_cpu_and_unknown_gpu_says_why():
+    c = GPTConfig()
+    m = D.mfu(c, 8, 0.5, "cpu")
+    assert m["mfu"] is None and "cpu" in m["note"]
+    assert m["tokens_per_s"] == 8 * c.seq / 0.5
+    assert m["model_flops_per_step"] == FL.model_flops(
+        8, c.seq, c.layers, c.hidden, c.vocab)
+    assert D.mfu(c, 8, 0.5, "NVIDIA GeForce RTX 4090")["mfu"] is None
+
+
+def test_mfu_against_the_preset_peak():
+    c = GPTConfig(layers=24, hidden=2048, heads=16, vocab=50304, seq=2048)
+    flops = FL.model_flops(4, c.seq, c.layers, c.hidden, c.vocab)
+    step = flops / (0.5 * 989.4e12)     # half of an H100 SXM's peak
+    m = D.mfu(c, 4, step, "NVIDIA H100 80GB HBM3")
+    assert m["preset"] == "h100-sxm"
+    assert m["mfu"] == pytest.approx(0.5)
+    assert m["achieved_tflops_per_gpu"] == pytest.approx(494.7)
