@@ -2,23 +2,35 @@
 
 Notebook cells tagged ``gpu`` need CUDA GPUs; without them nbval skips the
 cell instead of failing it (the CPU-safe cells still run and are checked).
+A cell tagged ``gpus-N`` too needs N GPUs: skipped when fewer are visible
+(a one-GPU machine runs the ``gpu`` cells that need one).
 """
 import pytest
 
 
-def _has_cuda() -> bool:
+def _gpu_count() -> int:
     try:
         import torch
-        return torch.cuda.is_available()
+        return torch.cuda.device_count() if torch.cuda.is_available() else 0
     except ImportError:
-        return False
+        return 0
+
+
+def _gpus_needed(tags) -> int:
+    n = 1 if "gpu" in tags else 0
+    for t in tags:
+        if t.startswith("gpus-") and t[5:].isdigit():
+            n = max(n, int(t[5:]))
+    return n
 
 
 def pytest_collection_modifyitems(config, items):
-    if _has_cuda():
-        return
-    skip = pytest.mark.skip(reason="cell tagged 'gpu': no CUDA GPU here")
+    visible = _gpu_count()
     for item in items:
         cell = getattr(item, "cell", None)
-        if cell is not None and "gpu" in cell.get("metadata", {}).get("tags", []):
-            item.add_marker(skip)
+        if cell is None:
+            continue
+        need = _gpus_needed(cell.get("metadata", {}).get("tags", []))
+        if need > visible:
+            item.add_marker(pytest.mark.skip(
+                reason=f"cell needs {need} CUDA GPU(s), {visible} visible"))

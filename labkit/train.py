@@ -24,8 +24,25 @@ LR = 1e-3
 
 
 def make_optimizer(model: torch.nn.Module, lr: float = LR):
-    """Adam (no weight decay), the optimizer the memory ledger assumes."""
-    return torch.optim.Adam(model.parameters(), lr=lr, foreach=False)
+    """Adam (no weight decay: AdamW's update), the ledger's optimizer.
+
+    On CUDA the fused kernel (one launch for every parameter, the same
+    update and the same two moments); on CPU the plain per-parameter loop.
+    """
+    params = list(model.parameters())
+    fused = bool(params) and all(p.device.type == "cuda" for p in params)
+    return torch.optim.Adam(params, lr=lr, **(
+        {"fused": True} if fused else {"foreach": False}))
+
+
+def maybe_compile(model: torch.nn.Module, enabled: bool = False,
+                  backend: str = "inductor"):
+    """``torch.compile(model)`` when asked (the GPU benchmark), else model.
+
+    ``backend="eager"`` traces with TorchDynamo without generating kernels:
+    what the CPU tests run, so that the compiled path is exercised cheaply.
+    """
+    return torch.compile(model, backend=backend) if enabled else model
 
 
 def train_step(model, optimizer, x, y, autocast=None) -> torch.Tensor:

@@ -55,7 +55,7 @@ def test_every_lab_has_profile_and_results_dir(name):
     assert p["results_dir"]["default"] == "None"
 
 
-@pytest.mark.parametrize("profile", ["cpu", "gpu8"])
+@pytest.mark.parametrize("profile", ["cpu", "gpu1", "gpu8"])
 def test_profiles_name_real_labs_and_parameters(profile):
     prof = yaml.safe_load((ROOT / "labs" / "profiles" / f"{profile}.yaml")
                           .read_text())
@@ -82,3 +82,46 @@ def test_unknown_lab_is_a_clear_error():
         run_labs.main(["--profile", "cpu", "--only", "nonexistent"])
     with pytest.raises(SystemExit, match="unknown profile"):
         run_labs.main(["--profile", "tpu64"])
+
+
+def _kind(v):
+    return "number" if isinstance(v, (int, float)) and not isinstance(
+        v, bool) else type(v).__name__
+
+
+@pytest.mark.parametrize("profile", ["gpu1", "gpu8"])
+@pytest.mark.parametrize("name", sorted(LABS))
+def test_gpu_profiles_parse_against_the_notebook(profile, name):
+    """A dry run of the GPU profiles (no GPU here): every value has the
+    kind of the notebook's default (None defaults take anything)."""
+    import ast
+    prof = yaml.safe_load((ROOT / "labs" / "profiles" / f"{profile}.yaml")
+                          .read_text())[name]
+    defaults = _params(LABS[name])
+    for key, value in prof.items():
+        default = ast.literal_eval(defaults[key]["default"])
+        if default is not None and value is not None:
+            assert _kind(value) == _kind(default), (key, value, default)
+        if isinstance(default, dict):
+            assert set(value) == set(default), key
+
+
+def test_gpu1_runs_one_gpu_labs_and_notes_the_others():
+    prof = yaml.safe_load((ROOT / "labs" / "profiles" / "gpu1.yaml")
+                          .read_text())
+    need = {name: run_labs.gpus_needed(p) for name, p in prof.items()}
+    assert need == {n: 1 if n in ("memory", "profiling") else 2
+                    for n in LABS}
+
+
+def test_labs_needing_more_gpus_are_skipped_with_a_note(capsys,
+                                                        monkeypatch):
+    import os
+    monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
+    monkeypatch.setattr(run_labs, "cuda_device_count", lambda: 0)
+    monkeypatch.setattr(run_labs, "run_lab", lambda *a: pytest.fail("ran"))
+    assert run_labs.main(["--profile", "gpu1"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("skipped") >= len(LABS)
+    assert "needs >= 2 GPUs, 0 visible" in out
+    assert "needs >= 1 GPUs, 0 visible" in out

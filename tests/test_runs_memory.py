@@ -45,3 +45,19 @@ def test_losses_equal_single_process_reference(ranks, strategy):
     ref = reference_losses(GPTConfig(), steps=3, batch_size=8)
     run = next(x for x in ranks[0]["runs"] if x["strategy"] == strategy)
     assert run["losses"] == pytest.approx(ref, abs=1e-5)
+
+
+def test_peak_step_times_and_activations_on_cpu(ranks):
+    """The GPU path's records, from their CPU twins (labkit.device)."""
+    for r in ranks:
+        for run in r["runs"]:
+            peak = run["peak"]
+            assert peak["source"].startswith("ledger")
+            assert peak["bytes"] == (run["states"]["total"]
+                                     + run["after_forward_unsharded"])
+            assert len(run["step_s"]) == 3 and run["step_s_median"] > 0
+        act = r["activations"]
+        c = r["config"]
+        # fp32, full recomputation: only the block's input is kept
+        assert act["full"] == 4 * act["micro_batch"] * c["seq"] * c["hidden"]
+        assert act["none"] > 10 * act["full"]

@@ -79,3 +79,47 @@ def unsharded_param_bytes(model: torch.nn.Module) -> int:
             tensors.append(flat._full_param_padded)
     return unique_bytes(tensors)
 
+
+def saved_activation_bytes(fn, *inputs) -> int:
+    """Bytes autograd keeps for backward while ``fn(*inputs)`` runs.
+
+    Every tensor saved for backward passes through
+    ``torch.autograd.graph.saved_tensors_hooks``; each storage is charged
+    once. This counts weights saved by the layers too (or their bf16 casts
+    under autocast): :func:`activation_bytes` takes the difference of two
+    batch sizes, in which they cancel.
+    """
+    saved = []
+
+    def pack(t):
+        saved.append(t)
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = fn(*inputs)
+    n = unique_bytes(saved)
+    del out, saved
+    return n
+
+
+def activation_bytes(block: torch.nn.Module, batch: int, seq: int,
+                     hidden: int, device, autocast=None,
+                     recompute: bool = False) -> float:
+    """Activation bytes of one layer for a micro-batch of ``batch``.
+
+    Measured as ``batch x (saved(2 b) - saved(b)) / b``: the tensors saved
+    for backward grow with the batch, the saved weights do not. With
+    ``recompute`` the block runs under activation checkpointing
+    (:func:`labkit.model.recomputed`): only its input is kept.
+    """
+    import contextlib
+    from labkit.model import recomputed
+
+    def run(b):
+        x = torch.randn(b, seq, hidden, device=device, requires_grad=True)
+        with autocast or contextlib.nullcontext():
+            if recompute:
+                return saved_activation_bytes(lambda t: recomputed(block, t),
+                                              x)
+            return saved_activation_bytes(block, x)
+    return batch * (run(2 * batch) - run(batch)) / batch

@@ -14,6 +14,11 @@ records:
   was resharded after its forward; the whole model for SHARD_GRAD_OP);
 - ``states``: parameters, gradients and optimizer state held after the last
   optimizer step (:func:`labkit.measure.memory.model_state_bytes`);
+- ``activations``: one block's activation bytes for this rank's
+  micro-batch, without and with full recomputation (Korthikanti et al.
+  2022 predict them; :func:`measure_activations`);
+- ``step_s``: each step's seconds (:class:`labkit.device.Timer`: CUDA
+  events on a GPU), for tokens/s and MFU;
 - ``peak``: :func:`labkit.device.peak_bytes` over the run: the CUDA
   allocator's ``max_memory_allocated`` on a GPU; on CPU its twin, the byte
   ledger measured here (model states + gathered weights), labelled so.
@@ -21,11 +26,13 @@ records:
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 
 from labkit import device as D
 from labkit import dist
-from labkit.measure.memory import model_state_bytes, unsharded_param_bytes
+from labkit.measure.memory import (activation_bytes, model_state_bytes,
+                                   unsharded_param_bytes)
 from labkit.model import (add_shape_arguments, batch, build, config_from_args,
                          count_params, GPTConfig, local_batch)
 from labkit.train import make_optimizer, mean_over_ranks
@@ -38,17 +45,19 @@ def run_strategy(strategy: str, config: GPTConfig, ctx, steps: int,
     opt = make_optimizer(model)
     amp = autocast(ctx, strategy, bf16)
     D.reset_peak(ctx.device)
-    losses, unsharded = [], None
+    losses, unsharded, step_s = [], None, []
     t0 = time.perf_counter()
     for step in range(steps):
         x, y = local_batch(*batch(config, batch_size, step, seed,
                                   device=ctx.device), ctx.rank, ctx.world_size)
+        timer = D.Timer(ctx.device).start()  # CUDA events on a GPU
         opt.zero_grad(set_to_none=True)
         with amp:
             loss = model(x, y)
         unsharded = unsharded_param_bytes(model)  # between fwd and bwd
         loss.backward()
         opt.step()
+        step_s.append(timer.stop())
         losses.append(mean_over_ranks(loss))
     D.sync(ctx.device)
     seconds = time.perf_counter() - t0
@@ -56,8 +65,30 @@ def run_strategy(strategy: str, config: GPTConfig, ctx, steps: int,
     out = {"strategy": strategy, "losses": losses,
            "after_forward_unsharded": unsharded, "states": states,
            "peak": D.peak_bytes(ctx.device, states["total"] + unsharded),
-           "seconds": seconds}
+           "seconds": seconds, "step_s": step_s,
+           # the first step builds buckets and caches: not a steady step
+           "step_s_median": statistics.median(step_s[1:] or step_s)}
     del model, opt
+    dist.release(ctx)
+    return out
+
+
+def measure_activations(config: GPTConfig, micro_batch: int, ctx,
+                        bf16: bool, seed: int) -> dict:
+    """One block's activation bytes, without and with full recomputation
+    (:func:`labkit.measure.memory.activation_bytes`, on this rank's device,
+    under the bf16 autocast of the DDP path when ``bf16``)."""
+    from labkit.model import Block
+    import torch
+    torch.manual_seed(seed)
+    block = Block(config).to(ctx.device)
+    amp = autocast(ctx, "ddp", bf16)
+    out = {"micro_batch": micro_batch,
+           "element_bytes": 2 if bf16 else 4}
+    for name, rc in (("none", False), ("full", True)):
+        out[name] = activation_bytes(block, micro_batch, config.seq,
+                                     config.hidden, ctx.device, amp, rc)
+    del block
     dist.release(ctx)
     return out
 
@@ -80,7 +111,10 @@ def main(argv=None):
     n_params = count_params(build(config, a.seed))
     runs = [run_strategy(s, config, ctx, a.steps, a.batch, a.bf16, a.seed)
             for s in strategies]
+    acts = measure_activations(config, a.batch // ctx.world_size, ctx,
+                               a.bf16, a.seed)
     dist.save(ctx, {"params": n_params, "config": vars(a), "runs": runs,
+                    "activations": acts,
                     "device": D.name(ctx.device)})
     dist.close()
 
