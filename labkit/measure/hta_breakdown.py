@@ -70,15 +70,25 @@ def merge(intervals) -> list[tuple[float, float]]:
     Unlike :func:`labkit.measure.intervals.union` it keeps a group whose end
     is before its start (a rounded sub-microsecond kernel), as HTA does.
     """
-    out: list[list[float]] = []
+    out: list[tuple[float, float]] = []
     latest = float("-inf")          # cummax of the ends of earlier kernels
-    for s, e in sorted(intervals, key=lambda iv: iv[0]):
-        if s > latest or not out:
-            out.append([s, e])
-        elif e > out[-1][1]:
-            out[-1][1] = e
-        latest = max(latest, e)
-    return [(s, e) for s, e in out]
+    gs = ge = None
+    for s, e in sorted(intervals, key=_start):
+        if s > latest or gs is None:
+            if gs is not None:
+                out.append((gs, ge))
+            gs, ge = s, e
+        elif e > ge:
+            ge = e
+        if e > latest:
+            latest = e
+    if gs is not None:
+        out.append((gs, ge))
+    return out
+
+
+def _start(iv):
+    return iv[0]
 
 
 def busy(groups) -> float:
@@ -108,9 +118,9 @@ def temporal(kernels) -> dict:
     """HTA's temporal breakdown and overlap of ``(start, end, type)`` kernels.
 
     Returns microseconds: ``start``, ``span`` (first start to last end),
-    ``idle``,
-    ``compute``, ``non_compute``, ``comm`` (merged communication) and
-    ``overlap`` (communication under computation).
+    ``idle``, ``compute``, ``non_compute``, ``comm`` (merged
+    communication), ``overlap`` (communication under computation), and
+    the merged ``groups`` (all kernels, compute, communication).
     """
     groups = merge((s, e) for s, e, _ in kernels)
     if not groups:
@@ -120,9 +130,10 @@ def temporal(kernels) -> dict:
     comp = merge((s, e) for s, e, k in kernels if k == COMPUTATION)
     comm = merge((s, e) for s, e, k in kernels if k == COMMUNICATION)
     compute = busy(comp)
-    return {"start": groups[0][0], "span": span, "idle": idle, "compute": compute,
-            "non_compute": span - compute - idle, "comm": busy(comm),
-            "overlap": overlap(comm, comp)}
+    return {"start": groups[0][0], "span": span, "idle": idle,
+            "compute": compute, "non_compute": span - compute - idle,
+            "comm": busy(comm), "overlap": overlap(comm, comp),
+            "groups": {"all": groups, "compute": comp, "communication": comm}}
 
 
 def pctg(part: float, whole: float) -> float | None:

@@ -22,8 +22,8 @@ each named beside the HTA function it mirrors; the breakdown itself is in
   kernel can then end before it starts. Integer traces are read as they are.
 * **the last step left out** (``_filter_irrelevant_gpu_kernels``): the
   kernels kept are those launched by a CPU event (same ``correlation``)
-  that starts before the start of the last ``ProfilerStep`` -- the last
-  profiled step may be cut short. Kernels launched before the first step
+  that starts before the start of the last event named ``ProfilerStep``
+  that is not a kernel -- the last profiled step may be cut short. Kernels launched before the first step
   are kept. A trace with one ``ProfilerStep`` name or none keeps all.
 * **what is split** (``get_temporal_breakdown``): the kept events on a
   stream (``stream != -1``).
@@ -165,6 +165,7 @@ def _read(path, data: dict) -> Trace:
     steps, phase_iv, data_iv, items, syncs = [], {}, [], [], []
     cpu_ops, gpu, launch, first_by_corr = [], [], {}, {}
     step_names: set[str] = set()
+    last_start = -math.inf
     loader = None
     for e in events:
         if not isinstance(e, dict):
@@ -213,9 +214,11 @@ def _read(path, data: dict) -> Trace:
                           else "single-process")
             elif name.startswith("gloo:"):    # gloo's own threads
                 cpu_ops.append((s, end, name, e.get("pid")))
-        m = STEP.match(name)
-        if m:
-            steps.append((int(m.group(1)), s, end, e.get("pid")))
+        if "ProfilerStep" in name:
+            last_start = max(last_start, s)
+            m = STEP.match(name)
+            if m and cat != "gpu_user_annotation":   # the CPU's range
+                steps.append((int(m.group(1)), s, end, e.get("pid")))
     if not steps:
         raise ValueError(
             f"{path}: no ProfilerStep#N events; profile with a schedule and "
@@ -233,7 +236,8 @@ def _read(path, data: dict) -> Trace:
     t.items, t.syncs = sorted(items), sorted(syncs)
     t.busy = {"data": union(data_iv)}
     if t.device == "gpu":
-        _read_gpu(t, gpu, launch, first_by_corr, step_names, path)
+        _read_gpu(t, gpu, launch, first_by_corr, step_names, last_start,
+                  path)
     else:
         _read_cpu(t, cpu_ops, steps[0][3])
     t.ops.sort()
@@ -260,13 +264,13 @@ def _read_cpu(t: Trace, cpu_ops, pid) -> None:
                                  union(calls + t.busy["data"]))
 
 
-def _read_gpu(t: Trace, gpu, launch, first_by_corr, step_names,
+def _read_gpu(t: Trace, gpu, launch, first_by_corr, step_names, last_start,
               path) -> None:
     cpu = sorted((s, e, n) for n, (s, e) in t.cpu_steps.items())
     starts = [s for s, _, _ in cpu]
     # _filter_irrelevant_gpu_kernels: launched before the last step began
     filtering = len(step_names) > 1
-    last = max(s for s, _, _ in cpu) if filtering else math.inf
+    last = last_start if filtering else math.inf
     busy = {"compute": [], "communication": [], "other": []}
     for s, end, name, corr, stream in gpu:
         if stream == -1:
@@ -290,6 +294,7 @@ def _read_gpu(t: Trace, gpu, launch, first_by_corr, step_names,
             if i >= 0 and when < cpu[i][1]:
                 step = cpu[i][2]
         t.kernels.append((s, end, typ, step))
+    t.kernels.sort(key=lambda k: k[0])
     if not t.kernels:
         raise ValueError(f"{path}: a GPU trace, but no kernel was launched "
                          "before the last ProfilerStep")

@@ -53,7 +53,7 @@ from labkit.measure import hta_breakdown as H
 from labkit.measure.intervals import (  # noqa: F401  (re-exported)
     clip, intersect, subtract, total, union)
 from labkit.measure.kineto import (  # noqa: F401  (re-exported)
-    COMMUNICATION, KIND_OF_TYPE, Trace, load, read, trace_files)
+    KIND_OF_TYPE, Trace, load, read, trace_files)
 
 KINDS = ("compute", "communication", "data", "other", "idle")
 ORDER = {"gpu": ("compute", "communication", "other", "data"),
@@ -63,34 +63,32 @@ VIEWS = ("launch", "cpu-window")
 
 # -- the launch view: HTA's breakdown ------------------------------------------
 
-def _busy_of(kernels) -> dict[str, list]:
-    """Interval sets per kind of a list of ``(start, end, type, step)``."""
-    busy: dict[str, list] = {"compute": [], "communication": [], "other": []}
-    for s, e, typ, _ in kernels:
-        busy[KIND_OF_TYPE.get(typ, "other")].append((s, e))
-    return {k: union(v) for k, v in busy.items()}
-
-
-def hta_split(t: Trace, kernels) -> dict[str, float]:
+def hta_split(t: Trace, kernels) -> dict:
     """Microseconds of each kind over the span of ``kernels``, HTA's way.
 
     Compute, non-compute (= communication + other) and idle (= data + idle)
     are HTA's numbers; within them, exposed communication is the
     communication not under compute and data the DataLoader's time inside
-    the idle gaps (interval sets of the positive-length kernels).
+    the idle gaps (interval sets of HTA's groups of positive length).
+    ``busy`` (the sets per kind) and ``gaps`` come back for the doctor.
     """
     h = H.temporal([(s, e, typ) for s, e, typ, _ in kernels])
     lo, hi = h["start"], h["start"] + h["span"]
-    busy = _busy_of(kernels)
+    g = h["groups"]
+    busy = {k: [(s, e) for s, e in g[k] if e > s]
+            for k in ("compute", "communication")}
+    busy["other"] = union((s, e) for s, e, typ, _ in kernels
+                          if typ not in KIND_OF_TYPE)
     comm = total(subtract(busy["communication"], busy["compute"]))
     comm = min(max(comm, 0.0), max(h["non_compute"], 0.0))
-    gaps = subtract([(lo, hi)], union(p for v in busy.values() for p in v))
+    gaps = subtract([(lo, hi)], [(s, e) for s, e in g["all"] if e > s])
     data = total(intersect(gaps, clip(t.busy["data"], lo, hi)))
     data = min(data, max(h["idle"], 0.0))
     return {"start": lo, "step": h["span"], "compute": h["compute"],
             "communication": comm, "other": h["non_compute"] - comm,
             "data": data, "idle": h["idle"] - data,
-            "comm_total": h["comm"], "overlap": h["overlap"]}
+            "comm_total": h["comm"], "overlap": h["overlap"],
+            "busy": busy, "gaps": gaps}
 
 
 def _row(n, d: dict) -> dict:
@@ -107,8 +105,9 @@ def _launch_view(t: Trace) -> tuple[list[dict], dict]:
         by_step.setdefault(k[3], []).append(k)
     steps = []
     for n, lo, hi in t.steps:
-        row = _row(n, hta_split(t, by_step[n]))
-        row.update(_step_extras(t, n, lo, hi, _busy_of(by_step[n])))
+        d = hta_split(t, by_step[n])
+        row = _row(n, d)
+        row.update(_step_extras(t, n, lo, hi, d["busy"], d["gaps"]))
         steps.append(row)
     d = hta_split(t, t.kernels)
     tot = _row(None, d)
@@ -159,7 +158,7 @@ def _window_view(t: Trace) -> tuple[list[dict], dict]:
 
 # -- what the doctor reads besides the split -------------------------------------
 
-def host_bound_idle(t: Trace, lo: float, hi: float, busy=None,
+def host_bound_idle(t: Trace, lo: float, hi: float, busy=None, gaps=None,
                     slack_us: float = 10.0) -> tuple[float, float]:
     """GPU idle in [lo, hi) the host caused: (after a sync, other).
 
@@ -173,7 +172,9 @@ def host_bound_idle(t: Trace, lo: float, hi: float, busy=None,
     starts = [s for s, _ in t.launches]
     sync_ends = sorted(e for _, e in t.syncs)
     after_sync = other = 0.0
-    for g0, g1 in idle_gaps(t, lo, hi, busy):
+    if gaps is None:
+        gaps = idle_gaps(t, lo, hi, busy)
+    for g0, g1 in gaps:
         i = bisect.bisect_left(starts, g1)
         if i == len(starts) or t.launches[i][1] <= g0:
             continue                      # work was queued: not the host
@@ -193,12 +194,13 @@ def _outside(points: list[float], lo: float, hi: float, skip) -> int:
     return sum(1 for x in inside if not clip(skip, x, x + 1e-3))
 
 
-def _step_extras(t: Trace, n: int, lo: float, hi: float, busy) -> dict:
+def _step_extras(t: Trace, n: int, lo: float, hi: float, busy,
+                 gaps=None) -> dict:
     """What the doctor reads besides the split: counts, phases, syncs.
 
     Host-side facts (phases, ``.item()`` calls, synchronize calls) are
     read in the CPU's ``ProfilerStep`` window, device facts in ``[lo, hi)``
-    over the interval sets ``busy``.
+    over the interval sets ``busy`` (and the idle ``gaps``, if known).
     """
     ops = t.ops[bisect.bisect_left(t.ops, (lo,)):
                 bisect.bisect_left(t.ops, (hi,))]
@@ -231,7 +233,8 @@ def _step_extras(t: Trace, n: int, lo: float, hi: float, busy) -> dict:
         "exposed_comm_outside_backward_us": total(subtract(exposed,
                                                            backward)),
         **dict(zip(("idle_after_sync_us", "idle_launch_us"),
-                   host_bound_idle(t, lo, hi, busy) if t.device == "gpu"
+                   host_bound_idle(t, lo, hi, busy, gaps)
+                   if t.device == "gpu"
                    else (0.0, 0.0))),
     }
 
