@@ -54,6 +54,7 @@ def test_overlap_and_temporal_by_construction():
     assert H.overlap(comm, comp) == 10
     d = H.temporal([(0, 10, H.COMPUTATION), (5, 25, H.COMMUNICATION),
                     (20, 30, H.COMPUTATION), (40, 50, H.MEMORY)])
+    assert d.pop("groups")["all"] == [(0, 30), (40, 50)]
     assert d == {"start": 0, "span": 50, "idle": 10, "compute": 20,
                  "non_compute": 20, "comm": 20, "overlap": 10}
     assert H.pctg(1, 3) == 33.33 and H.pctg(1, 0) is None
