@@ -208,28 +208,6 @@ def test_a_step_without_kernels_is_listed_not_split(tmp_path):
     assert "steps without kernels: 2" in P.table(P.analyze(tmp_path))
 
 
-def test_host_bound_gaps_after_a_sync_and_from_launches(tmp_path):
-    """Kernel B launched after A ended: a host-bound gap."""
-    events = [
-        ev("ProfilerStep#1", 0, 2000, cat="user_annotation"),
-        ev("cudaLaunchKernel", 0, 1, cat="cuda_runtime", correlation=1),
-        ev("k_a", 100, 200, cat="kernel", pid=0, tid=7, stream=7,
-           correlation=1),
-        ev("cudaStreamSynchronize", 50, 260, cat="cuda_runtime"),  # 310
-        ev("cudaLaunchKernel", 600, 1, cat="cuda_runtime", correlation=2),
-        ev("k_b", 700, 100, cat="kernel", pid=0, tid=7, stream=7,
-           correlation=2),
-        ev("cudaLaunchKernel", 1000, 1, cat="cuda_runtime", correlation=3),
-        ev("k_c", 1200, 100, cat="kernel", pid=0, tid=7, stream=7,
-           correlation=3),
-    ]
-    (s,) = P.analyze(write(tmp_path, events))["ranks"][0]["steps"]
-    assert s["step_us"] == 1200      # [100,1300); one step: none left out
-    assert s["idle_after_sync_us"] == 400       # [300,700)
-    assert s["idle_launch_us"] == 400           # [800,1200)
-    assert s["idle_us"] == 800
-
-
 # -- bad input ---------------------------------------------------------------
 
 def test_two_traces_of_one_rank(tmp_path):

@@ -23,8 +23,10 @@ each named beside the HTA function it mirrors; the breakdown itself is in
 * **the last step left out** (``_filter_irrelevant_gpu_kernels``): the
   kernels kept are those launched by a CPU event (same ``correlation``)
   that starts before the start of the last event named ``ProfilerStep``
-  that is not a kernel -- the last profiled step may be cut short. Kernels launched before the first step
-  are kept. A trace with one ``ProfilerStep`` name or none keeps all.
+  that is not a kernel -- the last profiled step may be cut short.
+  Kernels launched before the first step are kept. A trace with one
+  ``ProfilerStep`` name or none keeps all. (HTA takes the names from all
+  ranks of a folder together; we read one rank at a time.)
 * **what is split** (``get_temporal_breakdown``): the kept events on a
   stream (``stream != -1``).
 * **a kernel's step** (``add_iteration``): the ``ProfilerStep#N`` window

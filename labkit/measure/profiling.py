@@ -26,42 +26,38 @@ The total's ``hta`` entry holds HTA's four percentages, rounded as HTA
 rounds them.
 
 **The CPU-window view** (``view="cpu-window"``; the only view of a CPU
-trace) splits whatever ran in the CPU's ``ProfilerStep#N`` range. On a GPU
-that lags its CPU, that window holds the kernels of the step before, so the
-two views differ (chapter 7, "When the GPU lags the CPU"). Each instant
-goes to the first kind, in this order, that is busy then (``ORDER``)::
-
-    GPU: compute > communication > other > data > idle
-    CPU: compute > data > communication > other > idle
-
-so "communication" is *exposed* communication. On a CPU (gloo) trace a
+trace, :mod:`labkit.measure.cpu_window`) splits whatever ran in the CPU's
+``ProfilerStep#N`` range, each instant to the first busy kind of a fixed
+order, so "communication" is *exposed* communication. On a GPU that lags
+its CPU, that window holds the kernels of the step before, so the two
+views differ (chapter 7, "When the GPU lags the CPU"). On a CPU (gloo) trace a
 ``c10d::`` op on the main thread only enqueues; the transfer runs on
 gloo's own threads (``gloo:all_reduce`` ...): both are communication; the
 DataLoader's ``__next__`` is data, every other ``cpu_op`` compute. Beside
-the split, ``overlap_pct = |comm & compute| / |comm|``.
+the split, ``overlap_pct = |comm & compute| / |comm|``. What the doctor
+reads besides the split is :mod:`labkit.measure.step_facts`.
 """
 from __future__ import annotations
 
-import bisect
 import json
 import os
-import statistics
 from functools import partial
 from pathlib import Path
 
 from labkit.measure import hta_breakdown as H
+from labkit.measure.cpu_window import (  # noqa: F401  (re-exported)
+    ORDER, idle_gaps, split)
 from labkit.measure.intervals import (  # noqa: F401  (re-exported)
     clip, intersect, subtract, total, union)
 from labkit.measure.kineto import (  # noqa: F401  (re-exported)
     KIND_OF_TYPE, Trace, load, read, trace_files)
+from labkit.measure.step_facts import step_facts
 
 KINDS = ("compute", "communication", "data", "other", "idle")
-ORDER = {"gpu": ("compute", "communication", "other", "data"),
-         "cpu": ("compute", "data", "communication", "other")}
 VIEWS = ("launch", "cpu-window")
 
 
-# -- the launch view: HTA's breakdown ------------------------------------------
+# -- the launch view: HTA's breakdown --------------------------------------
 
 def hta_split(t: Trace, kernels) -> dict:
     """Microseconds of each kind over the span of ``kernels``, HTA's way.
@@ -107,7 +103,7 @@ def _launch_view(t: Trace) -> tuple[list[dict], dict]:
     for n, lo, hi in t.steps:
         d = hta_split(t, by_step[n])
         row = _row(n, d)
-        row.update(_step_extras(t, n, lo, hi, d["busy"], d["gaps"]))
+        row.update(step_facts(t, n, lo, hi, d["busy"], d["gaps"]))
         steps.append(row)
     d = hta_split(t, t.kernels)
     tot = _row(None, d)
@@ -124,119 +120,16 @@ def _launch_view(t: Trace) -> tuple[list[dict], dict]:
     return steps, tot
 
 
-# -- the CPU-window view ---------------------------------------------------------
-
-def idle_gaps(t: Trace, lo: float, hi: float, busy=None) -> list[tuple]:
-    """The idle stretches of [lo, hi): what no kind covers."""
-    busy = t.busy if busy is None else busy
-    on = union(p for k in ORDER[t.device] for p in clip(busy.get(k, []), lo, hi))
-    return subtract([(lo, hi)], on)
-
-
-def split(t: Trace, lo: float, hi: float) -> dict[str, float]:
-    """Microseconds of each kind in [lo, hi), exclusive in ``ORDER``."""
-    out, covered = {}, []
-    for kind in ORDER[t.device]:
-        part = subtract(clip(t.busy.get(kind, []), lo, hi), covered)
-        out[kind] = total(part)
-        covered = union(covered + part)
-    out["idle"] = (hi - lo) - total(covered)
-    comm = clip(t.busy.get("communication", []), lo, hi)
-    out["comm_total"] = total(comm)
-    out["overlap"] = total(intersect(comm, clip(t.busy["compute"], lo, hi)))
-    return out
-
+# -- the CPU-window view (labkit.measure.cpu_window) -----------------------
 
 def _window_view(t: Trace) -> tuple[list[dict], dict]:
     steps = []
     for n, (lo, hi) in sorted(t.cpu_steps.items(), key=lambda x: x[1]):
         row = _row(n, {"start": lo, "step": hi - lo, **split(t, lo, hi)})
-        row.update(_step_extras(t, n, lo, hi, t.busy))
+        gaps = idle_gaps(t, lo, hi)
+        row.update(step_facts(t, n, lo, hi, t.busy, gaps))
         steps.append(row)
     return steps, combine(steps)
-
-
-# -- what the doctor reads besides the split -------------------------------------
-
-def host_bound_idle(t: Trace, lo: float, hi: float, busy=None, gaps=None,
-                    slack_us: float = 10.0) -> tuple[float, float]:
-    """GPU idle in [lo, hi) the host caused: (after a sync, other).
-
-    A gap is host-bound when the kernel that ends it was launched after
-    the gap began: the GPU had nothing queued (HTA calls this "host
-    wait"). It is a sync gap when a synchronize call (or ``.item()``)
-    returned just before or during it: the host drained the queue, then
-    had to launch everything anew. The other host-bound gaps are launch
-    overhead: the CPU cannot issue kernels as fast as the GPU runs them.
-    """
-    starts = [s for s, _ in t.launches]
-    sync_ends = sorted(e for _, e in t.syncs)
-    after_sync = other = 0.0
-    if gaps is None:
-        gaps = idle_gaps(t, lo, hi, busy)
-    for g0, g1 in gaps:
-        i = bisect.bisect_left(starts, g1)
-        if i == len(starts) or t.launches[i][1] <= g0:
-            continue                      # work was queued: not the host
-        when = t.launches[i][1]
-        j = bisect.bisect_left(sync_ends, g0 - slack_us)
-        if j < len(sync_ends) and sync_ends[j] <= when:
-            after_sync += g1 - g0
-        else:
-            other += g1 - g0
-    return after_sync, other
-
-
-def _outside(points: list[float], lo: float, hi: float, skip) -> int:
-    """How many of the sorted ``points`` in [lo, hi) lie outside ``skip``."""
-    inside = points[bisect.bisect_left(points, lo):
-                    bisect.bisect_left(points, hi)]
-    return sum(1 for x in inside if not clip(skip, x, x + 1e-3))
-
-
-def _step_extras(t: Trace, n: int, lo: float, hi: float, busy,
-                 gaps=None) -> dict:
-    """What the doctor reads besides the split: counts, phases, syncs.
-
-    Host-side facts (phases, ``.item()`` calls, synchronize calls) are
-    read in the CPU's ``ProfilerStep`` window, device facts in ``[lo, hi)``
-    over the interval sets ``busy`` (and the idle ``gaps``, if known).
-    """
-    ops = t.ops[bisect.bisect_left(t.ops, (lo,)):
-                bisect.bisect_left(t.ops, (hi,))]
-    comm = [o[1] - o[0] for o in ops if o[2] == "communication"
-            and (t.device == "gpu" or o[3].startswith("gloo:"))]
-    if t.device == "gpu":
-        comp = [o[1] - o[0] for o in ops if o[2] == "compute"]
-    else:   # top-level ops only: nested ones are not extra work
-        comp, end = [], -1.0
-        for s, e, kind, _ in ops:
-            if kind == "compute" and s >= end:
-                comp.append(e - s)
-                end = e
-    exposed = subtract(clip(busy["communication"], lo, hi),
-                       union(clip(busy["compute"], lo, hi)
-                             + clip(t.busy["data"], lo, hi)))
-    c_lo, c_hi = t.cpu_steps.get(n, (lo, hi))
-    backward = clip(t.phases.get("backward", []), lo, hi)
-    return {
-        "phases_us": {k: total(clip(v, c_lo, c_hi))
-                      for k, v in t.phases.items()},
-        "collectives": len(comm),
-        "collective_median_us": statistics.median(comm) if comm else 0.0,
-        "kernels": len(comp),
-        "kernel_median_us": statistics.median(comp) if comp else 0.0,
-        # Adam reads its CPU step counters with .item(): not a sync point
-        "items": _outside(t.items, c_lo, c_hi,
-                          t.phases.get("optimizer", [])),
-        "sync_us": total(clip(union(t.syncs), c_lo, c_hi)),
-        "exposed_comm_outside_backward_us": total(subtract(exposed,
-                                                           backward)),
-        **dict(zip(("idle_after_sync_us", "idle_launch_us"),
-                   host_bound_idle(t, lo, hi, busy, gaps)
-                   if t.device == "gpu"
-                   else (0.0, 0.0))),
-    }
 
 
 # -- the breakdown -----------------------------------------------------------
