@@ -247,9 +247,10 @@ def test_reads_the_big_trace():
     asserted here (a timed test fails on a busy machine)."""
     f = ALLTOALL / "rank-3.json.gz"
     assert f.stat().st_size > 1.5e6
-    r = P.breakdown(P.read(f))
+    t = P.read(f)
+    r = P.breakdown(t)
     assert [s["step"] for s in r["steps"]] == list(range(1009, 1014))
-    r = P.breakdown(P.read(f), view="cpu-window")
+    r = P.breakdown(t, view="cpu-window")
     assert len(r["steps"]) == 6
 
 
