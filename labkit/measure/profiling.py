@@ -1,456 +1,156 @@
 """Where a training step's time goes: compute, communication, data, idle.
 
-    python -m labkit profile RUN_DIR            # a table, one row per step
-    python -m labkit profile RUN_DIR --json     # the same as JSON
-    python -m labkit profile RUN_DIR --doctor   # + triage and advice
+    python -m labkit profile RUN_DIR                    # one row per step
+    python -m labkit profile RUN_DIR --json             # the same as JSON
+    python -m labkit profile RUN_DIR --doctor           # + triage, advice
+    python -m labkit profile RUN_DIR --view cpu-window  # the CPU's windows
 
 ``RUN_DIR`` holds one Chrome trace per rank (``*.json`` or ``*.json.gz``,
 as written by :mod:`labkit.measure.capture` or any ``torch.profiler`` run);
-a single trace file works too. For each rank and each profiled step
-(``ProfilerStep#N``) the step is split into kinds of time, each counted as a
-*union of intervals*: two kernels running at once on two streams count once.
+a single trace file works too. Reading is :mod:`labkit.measure.kineto`;
+each kind of time is a *union of intervals* (:mod:`labkit.measure.intervals`):
+two kernels running at once on two streams count once.
 
-What runs where depends on the trace:
+**GPU traces, the launch view (default): HTA's breakdown.** Every kernel
+belongs to the step whose ``ProfilerStep#N`` launched it (its correlation
+leads to its CPU launch); a step is measured on the GPU timeline, from the
+first start to the last end of *its* kernels; the profiler's last step is
+left out and the total runs from the first to the last kept kernel (gaps
+between steps included), all by the rules of HolisticTraceAnalysis 0.5.0's
+``get_temporal_breakdown`` and ``get_comm_comp_overlap``
+(:mod:`labkit.measure.hta_breakdown`, each rule named there). HTA's three
+shares are kept exactly: compute; non-compute = exposed communication +
+"other" (memory and sync kernels not under compute); idle = data (the CPU
+was in the DataLoader's ``__next__`` while the GPU had nothing) + idle.
+The total's ``hta`` entry holds HTA's four percentages, rounded as HTA
+rounds them.
 
-* **GPU trace** (Kineto CUDA activities). The device is the GPU. Kernels,
-  ``Memcpy``/``Memset`` on any stream are its activity; NCCL kernels
-  (``nccl...Kernel``) are communication, copies and sync kernels are
-  "other", every other kernel is compute -- the classes of
-  HolisticTraceAnalysis (HTA), ``hta/utils/utils.py``. Data loading is the
-  CPU-side DataLoader ``__next__`` while the GPU has nothing to run.
-* **CPU trace** (gloo). The device is the CPU process. A ``c10d::`` op on
-  the main thread only enqueues; the transfer runs on gloo's own threads
-  (events named ``gloo:all_reduce`` ...): both are communication. The
-  DataLoader's ``__next__`` events are data loading, every other ``cpu_op``
-  is compute.
-
-Each instant of a step goes to the first kind, in this order, that is busy
-at that instant (``ORDER``); what is left is idle::
-
-    GPU: compute > communication > other > data > idle
-    CPU: compute > data > communication > other > idle
-
-so "communication" in the split is *exposed* communication. Its overlap
-with compute is reported beside it: ``overlap_pct = |comm & compute| /
-|comm|``, the definition of HTA's ``get_comm_comp_overlap()``.
-
-Step windows. CPU: the ``ProfilerStep#N`` event itself. GPU: a kernel
-belongs to the step in which the CPU launched it (its ``correlation`` id
-leads to the ``cudaLaunchKernel`` event); step N's window runs from its
-first kernel to the first kernel of step N+1, the last step's to its last
-kernel end. The windows tile the GPU timeline, so the sum over steps is the
-whole profiled span, as in HTA's ``get_temporal_breakdown()``.
+**The CPU-window view** (``view="cpu-window"``; the only view of a CPU
+trace, :mod:`labkit.measure.cpu_window`) splits whatever ran in the CPU's
+``ProfilerStep#N`` range, each instant to the first busy kind of a fixed
+order, so "communication" is *exposed* communication. On a GPU that lags
+its CPU, that window holds the kernels of the step before, so the two
+views differ (chapter 7, "When the GPU lags the CPU"). On a CPU (gloo) trace a
+``c10d::`` op on the main thread only enqueues; the transfer runs on
+gloo's own threads (``gloo:all_reduce`` ...): both are communication; the
+DataLoader's ``__next__`` is data, every other ``cpu_op`` compute. Beside
+the split, ``overlap_pct = |comm & compute| / |comm|``. What the doctor
+reads besides the split is :mod:`labkit.measure.step_facts`.
 """
 from __future__ import annotations
 
-import bisect
-import contextlib
-import gc
-import gzip
 import json
 import os
-import re
-import statistics
-import zlib
-from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
+from labkit.measure import hta_breakdown as H
+from labkit.measure.cpu_window import (  # noqa: F401  (re-exported)
+    ORDER, idle_gaps, split)
+from labkit.measure.intervals import (  # noqa: F401  (re-exported)
+    clip, intersect, subtract, total, union)
+from labkit.measure.kineto import (  # noqa: F401  (re-exported)
+    KIND_OF_TYPE, Trace, load, read, trace_files)
+from labkit.measure.step_facts import step_facts
+
 KINDS = ("compute", "communication", "data", "other", "idle")
-ORDER = {"gpu": ("compute", "communication", "other", "data"),
-         "cpu": ("compute", "data", "communication", "other")}
-PHASES = ("data", "forward", "backward", "optimizer")
-GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
-LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
-SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize",
-              "cudaEventSynchronize", "cudaMemcpy")
-# HTA's kernel classes (hta/utils/utils.py, v0.5.0), kept identical so the
-# two breakdowns can be compared line by line.
-NCCL_KERNEL = re.compile(r"^nccl.*Kernel")
-MEMORY_KERNEL = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")
-NOT_COMPUTE = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
-STEP = re.compile(r"^ProfilerStep#(\d+)$")
-RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)")
+VIEWS = ("launch", "cpu-window")
 
 
-# -- intervals ---------------------------------------------------------------
-# A "set" is a sorted list of disjoint (start, end) tuples, in microseconds.
+# -- the launch view: HTA's breakdown --------------------------------------
 
-def union(intervals) -> list[tuple[float, float]]:
-    """Merge intervals into a sorted disjoint set (touching ones join)."""
-    out: list[list[float]] = []
-    for s, e in sorted(intervals):
-        if e <= s:
-            continue
-        if out and s <= out[-1][1]:
-            if e > out[-1][1]:
-                out[-1][1] = e
-        else:
-            out.append([s, e])
-    return [(s, e) for s, e in out]
+def hta_split(t: Trace, kernels) -> dict:
+    """Microseconds of each kind over the span of ``kernels``, HTA's way.
 
-
-def total(a) -> float:
-    return sum(e - s for s, e in a)
-
-
-def intersect(a, b) -> list[tuple[float, float]]:
-    out, i, j = [], 0, 0
-    while i < len(a) and j < len(b):
-        s, e = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        if s < e:
-            out.append((s, e))
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return out
-
-
-def subtract(a, b) -> list[tuple[float, float]]:
-    """The parts of set ``a`` not covered by set ``b``."""
-    out, j = [], 0
-    for s, e in a:
-        while j < len(b) and b[j][1] <= s:
-            j += 1
-        k, cur = j, s
-        while k < len(b) and b[k][0] < e:
-            if b[k][0] > cur:
-                out.append((cur, b[k][0]))
-            cur = max(cur, b[k][1])
-            k += 1
-        if cur < e:
-            out.append((cur, e))
-    return out
-
-
-def clip(a, lo: float, hi: float) -> list[tuple[float, float]]:
-    """The part of set ``a`` inside [lo, hi) (bisect: sets can be long)."""
-    i = max(bisect.bisect_right(a, (lo,)) - 1, 0)
-    out = []
-    for s, e in a[i:]:
-        if s >= hi:
-            break
-        s, e = max(s, lo), min(e, hi)
-        if s < e:
-            out.append((s, e))
-    return out
-
-
-# -- reading ------------------------------------------------------------------
-
-@contextlib.contextmanager
-def _gc_paused():
-    """Pause the cyclic garbage collector while a trace is parsed.
-
-    A 34 MB trace is 109k small dicts; building them sets off the collector
-    again and again, each pass walking everything alive, and that took two
-    thirds of the reading time (0.9 s -> 0.34 s of CPU time here). JSON
-    holds no reference cycles, so nothing is left for it to collect.
+    Compute, non-compute (= communication + other) and idle (= data + idle)
+    are HTA's numbers; within them, exposed communication is the
+    communication not under compute and data the DataLoader's time inside
+    the idle gaps (interval sets of HTA's groups of positive length).
+    ``busy`` (the sets per kind) and ``gaps`` come back for the doctor.
     """
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
+    h = H.temporal([(s, e, typ) for s, e, typ, _ in kernels])
+    lo, hi = h["start"], h["start"] + h["span"]
+    g = h["groups"]
+    busy = {k: [(s, e) for s, e in g[k] if e > s]
+            for k in ("compute", "communication")}
+    busy["other"] = union((s, e) for s, e, typ, _ in kernels
+                          if typ not in KIND_OF_TYPE)
+    comm = total(subtract(busy["communication"], busy["compute"]))
+    comm = min(max(comm, 0.0), max(h["non_compute"], 0.0))
+    gaps = subtract([(lo, hi)], [(s, e) for s, e in g["all"] if e > s])
+    data = total(intersect(gaps, clip(t.busy["data"], lo, hi)))
+    data = min(data, max(h["idle"], 0.0))
+    return {"start": lo, "step": h["span"], "compute": h["compute"],
+            "communication": comm, "other": h["non_compute"] - comm,
+            "data": data, "idle": h["idle"] - data,
+            "comm_total": h["comm"], "overlap": h["overlap"],
+            "busy": busy, "gaps": gaps}
 
 
-def load(path: str | Path) -> dict:
-    """Read a Chrome trace (``.json`` or ``.json.gz``) with one-line errors."""
-    p = Path(path)
-    if not p.exists():
-        raise ValueError(f"{p}: no such file")
-    raw = p.read_bytes()
-    if not raw:
-        raise ValueError(f"{p}: the file is empty")
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (EOFError, OSError, zlib.error) as e:
-            raise ValueError(f"{p}: truncated or damaged gzip file "
-                             f"({e})") from None
-    try:
-        with _gc_paused():
-            data = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{p}: not valid JSON, truncated? ({e})") from None
-    if isinstance(data, list):  # the bare-array form of the format
-        data = {"traceEvents": data}
-    if not isinstance(data, dict) or not isinstance(
-            data.get("traceEvents"), list):
-        raise ValueError(f"{p}: not a Chrome trace (no 'traceEvents' list)")
-    return data
+def _row(n, d: dict) -> dict:
+    row = {"step": n, "start_us": d["start"], "step_us": d["step"],
+           **{f"{k}_us": d[k] for k in (*KINDS, "comm_total", "overlap")}}
+    row["overlap_pct"] = (100 * row["overlap_us"] / row["comm_total_us"]
+                          if row["comm_total_us"] else None)
+    return row
 
 
-@dataclass
-class Trace:
-    """The parts of one rank's trace the breakdown needs, in microseconds."""
-    path: str
-    rank: int | None
-    device: str                                   # "gpu" or "cpu"
-    steps: list[tuple[int, float, float]]         # (N, start, end) windows
-    busy: dict[str, list] = field(default_factory=dict)  # kind -> set
-    phases: dict[str, list] = field(default_factory=dict)  # name -> set
-    ops: list[tuple] = field(default_factory=list)  # (start, end, kind, name)
-    items: list[float] = field(default_factory=list)  # ts of aten::item
-    syncs: list[tuple[float, float]] = field(default_factory=list)
-    loader: str | None = None                     # DataLoader iterator
-    cpu_steps: dict[int, tuple[float, float]] = field(default_factory=dict)
-    launches: list[tuple[float, float]] = field(default_factory=list)
+def _launch_view(t: Trace) -> tuple[list[dict], dict]:
+    by_step: dict[int, list] = {}
+    for k in t.kernels:
+        by_step.setdefault(k[3], []).append(k)
+    steps = []
+    for n, lo, hi in t.steps:
+        d = hta_split(t, by_step[n])
+        row = _row(n, d)
+        row.update(step_facts(t, n, lo, hi, d["busy"], d["gaps"]))
+        steps.append(row)
+    d = hta_split(t, t.kernels)
+    tot = _row(None, d)
+    del tot["step"], tot["start_us"]
+    tot["steps"] = len(steps)
+    for k in KINDS:
+        tot[f"{k}_pct"] = 100 * tot[f"{k}_us"] / d["step"] if d["step"] else 0
+    tot["hta"] = {   # HTA's columns, rounded as HTA rounds them
+        "idle_time_pctg": H.pctg(d["data"] + d["idle"], d["step"]),
+        "compute_time_pctg": H.pctg(d["compute"], d["step"]),
+        "non_compute_time_pctg": H.pctg(d["communication"] + d["other"],
+                                        d["step"]),
+        "comp_comm_overlap_pctg": H.pctg(d["overlap"], d["comm_total"])}
+    return steps, tot
 
 
-_KIND_CACHE: dict[str, str] = {}
+# -- the CPU-window view (labkit.measure.cpu_window) -----------------------
 
-
-def _kernel_kind(name: str) -> str:
-    kind = _KIND_CACHE.get(name)
-    if kind is None:
-        if NCCL_KERNEL.match(name):
-            kind = "communication"
-        elif MEMORY_KERNEL.match(name) or NOT_COMPUTE.match(name):
-            kind = "other"
-        else:
-            kind = "compute"
-        _KIND_CACHE[name] = kind
-    return kind
-
-
-COMM_PREFIXES = ("c10d::", "gloo:", "nccl:", "record_param_comms")
-
-
-def read(path: str | Path, data: dict | None = None) -> Trace:
-    """Parse one rank's trace into interval sets (see the module doc).
-
-    One pass over the events, touching only the fields it needs: a 34 MB
-    trace spends most of its time in ``json.loads``, not here.
-    """
-    data = load(path) if data is None else data
-    with _gc_paused():
-        return _read(path, data)
-
-
-def _read(path, data: dict) -> Trace:
-    steps, phase_iv, data_iv, items, syncs = [], {}, [], [], []
-    cpu_ops, devs, launch = [], [], {}
-    loader = None
-    for e in data["traceEvents"]:
-        if not isinstance(e, dict) or e.get("ph") != "X":
-            continue
-        cat = e.get("cat")
-        try:
-            s = float(e["ts"])
-            end = s + float(e["dur"])
-            name = e["name"]
-        except (KeyError, TypeError, ValueError):
-            continue
-        if cat == "cpu_op":
-            if name == "aten::item":
-                items.append(s)
-            cpu_ops.append((s, end, name, e.get("pid")))
-        elif cat in GPU_CATS:
-            devs.append((s, end, name,
-                         (e.get("args") or {}).get("correlation")))
-        elif cat in LAUNCH_CATS:
-            c = (e.get("args") or {}).get("correlation")
-            if c is not None:
-                launch[c] = s
-            if name in SYNC_CALLS:
-                syncs.append((s, end))
-        elif cat == "user_annotation":
-            m = STEP.match(name)
-            if m:
-                steps.append((int(m.group(1)), s, end, e.get("pid")))
-            elif name in PHASES:
-                phase_iv.setdefault(name, []).append((s, end))
-            elif "DataLoader" in name and name.endswith("__next__"):
-                data_iv.append((s, end))
-                loader = ("multi-process" if "MultiProcessing" in name
-                          else "single-process")
-            elif name.startswith("gloo:"):    # gloo's own threads
-                cpu_ops.append((s, end, name, e.get("pid")))
-    if not steps:
-        raise ValueError(
-            f"{path}: no ProfilerStep#N events; profile with a schedule and "
-            "call prof.step() once per iteration (labkit.measure.capture)")
-    steps.sort()
-    info = data.get("distributedInfo") or {}
-    rank = info.get("rank")
-    if rank is None:
-        m = RANK_IN_NAME.search(Path(path).name)
-        rank = int(m.group(1)) if m else None
-    t = Trace(str(path), rank, "gpu" if devs else "cpu",
-              [(n, s, e) for n, s, e, _ in steps], loader=loader,
-              cpu_steps={n: (s, e) for n, s, e, _ in steps})
-    t.phases = {k: union(v) for k, v in phase_iv.items()}
-    t.items, t.syncs = sorted(items), sorted(syncs)
-    busy = {k: [] for k in ("compute", "communication", "other")}
-    if devs:
-        _read_gpu(t, devs, launch, busy, path)
-    else:
-        pid = steps[0][3]
-        for s, end, name, p in cpu_ops:
-            if p != pid:
-                continue
-            kind = ("communication" if name.startswith(COMM_PREFIXES)
-                    else "compute")
-            busy[kind].append((s, end))
-            t.ops.append((s, end, kind, name))
-    t.busy = {k: union(v) for k, v in busy.items()}
-    t.busy["data"] = union(data_iv)
-    if not devs:
-        # An op that encloses a c10d call or the DataLoader's work (the
-        # autograd hook that launches a bucket, a collate) is not compute
-        # for that stretch: cut those out of the compute set.
-        calls = [(s, e) for s, e, kind, name in t.ops
-                 if kind == "communication" and not name.startswith("gloo:")]
-        t.busy["compute"] = subtract(t.busy["compute"],
-                                     union(calls + t.busy["data"]))
-    t.ops.sort()
-    t.launches.sort()
-    return t
-
-
-def _read_gpu(t: Trace, devs, launch, busy, path) -> None:
-    starts = [s for _, s, _ in t.steps]
-    first: dict[int, float] = {}   # step index -> first kernel start
-    last_end: dict[int, float] = {}
-    for s, end, name, corr in devs:
-        kind = _kernel_kind(name)
-        busy[kind].append((s, end))
-        t.ops.append((s, end, kind, name))
-        when = launch.get(corr)
-        if when is None:
-            continue
-        t.launches.append((s, when))
-        i = bisect.bisect_right(starts, when) - 1
-        if i >= 0 and when < t.steps[i][2]:
-            if i not in first or s < first[i]:
-                first[i] = s
-            if i not in last_end or end > last_end[i]:
-                last_end[i] = end
-    if not first:
-        raise ValueError(f"{path}: a GPU trace, but no kernel was launched "
-                         "inside a ProfilerStep")
-    idx = sorted(first)
-    windows = []
-    for k, i in enumerate(idx):
-        end = first[idx[k + 1]] if k + 1 < len(idx) else last_end[i]
-        windows.append((t.steps[i][0], first[i], max(end, first[i])))
-    t.steps = windows
+def _window_view(t: Trace) -> tuple[list[dict], dict]:
+    steps = []
+    for n, (lo, hi) in sorted(t.cpu_steps.items(), key=lambda x: x[1]):
+        row = _row(n, {"start": lo, "step": hi - lo, **split(t, lo, hi)})
+        gaps = idle_gaps(t, lo, hi)
+        row.update(step_facts(t, n, lo, hi, t.busy, gaps))
+        steps.append(row)
+    return steps, combine(steps)
 
 
 # -- the breakdown -----------------------------------------------------------
 
-def idle_gaps(t: Trace, lo: float, hi: float) -> list[tuple]:
-    """The idle stretches of [lo, hi): what no kind covers."""
-    busy = union(p for k in ORDER[t.device]
-                 for p in clip(t.busy.get(k, []), lo, hi))
-    return subtract([(lo, hi)], busy)
+def breakdown(t: Trace, view: str = "launch") -> dict:
+    """Per-step split of one rank, and its total (see the module doc).
 
-
-def split(t: Trace, lo: float, hi: float) -> dict[str, float]:
-    """Microseconds of each kind in [lo, hi), exclusive in ``ORDER``."""
-    out, covered = {}, []
-    for kind in ORDER[t.device]:
-        part = subtract(clip(t.busy.get(kind, []), lo, hi), covered)
-        out[kind] = total(part)
-        covered = union(covered + part)
-    out["idle"] = (hi - lo) - total(covered)
-    comm = clip(t.busy.get("communication", []), lo, hi)
-    out["comm_total"] = total(comm)
-    out["overlap"] = total(intersect(comm, clip(t.busy["compute"], lo, hi)))
-    return out
-
-
-def host_bound_idle(t: Trace, lo: float, hi: float,
-                    slack_us: float = 10.0) -> tuple[float, float]:
-    """GPU idle in [lo, hi) the host caused: (after a sync, other).
-
-    A gap is host-bound when the kernel that ends it was launched after
-    the gap began: the GPU had nothing queued (HTA calls this "host
-    wait"). It is a sync gap when a synchronize call (or ``.item()``)
-    returned just before or during it: the host drained the queue, then
-    had to launch everything anew. The other host-bound gaps are launch
-    overhead: the CPU cannot issue kernels as fast as the GPU runs them.
+    ``view``: "launch" (GPU traces: HTA's breakdown, the default) or
+    "cpu-window" (the CPU's ``ProfilerStep`` ranges; CPU traces have only
+    this one). The launch view's total spans all kept kernels, gaps
+    between steps included, so it is not the sum of the steps.
     """
-    starts = [s for s, _ in t.launches]
-    sync_ends = sorted(e for _, e in t.syncs)
-    after_sync = other = 0.0
-    for g0, g1 in idle_gaps(t, lo, hi):
-        i = bisect.bisect_left(starts, g1)
-        if i == len(starts) or t.launches[i][1] <= g0:
-            continue                      # work was queued: not the host
-        when = t.launches[i][1]
-        j = bisect.bisect_left(sync_ends, g0 - slack_us)
-        if j < len(sync_ends) and sync_ends[j] <= when:
-            after_sync += g1 - g0
-        else:
-            other += g1 - g0
-    return after_sync, other
-
-
-def _outside(points: list[float], lo: float, hi: float, skip) -> int:
-    """How many of the sorted ``points`` in [lo, hi) lie outside ``skip``."""
-    inside = points[bisect.bisect_left(points, lo):
-                    bisect.bisect_left(points, hi)]
-    return sum(1 for x in inside if not clip(skip, x, x + 1e-3))
-
-
-def _step_extras(t: Trace, n: int, lo: float, hi: float) -> dict:
-    """What the doctor reads besides the split: counts, phases, syncs.
-
-    Host-side facts (phases, ``.item()`` calls, synchronize calls) are
-    read in the CPU's ``ProfilerStep`` window, device facts in ``[lo, hi)``.
-    """
-    ops = t.ops[bisect.bisect_left(t.ops, (lo,)):
-                bisect.bisect_left(t.ops, (hi,))]
-    comm = [o[1] - o[0] for o in ops if o[2] == "communication"
-            and (t.device == "gpu" or o[3].startswith("gloo:"))]
-    if t.device == "gpu":
-        comp = [o[1] - o[0] for o in ops if o[2] == "compute"]
-    else:   # top-level ops only: nested ones are not extra work
-        comp, end = [], -1.0
-        for s, e, kind, _ in ops:
-            if kind == "compute" and s >= end:
-                comp.append(e - s)
-                end = e
-    exposed = subtract(clip(t.busy["communication"], lo, hi),
-                       union(clip(t.busy["compute"], lo, hi)
-                             + clip(t.busy["data"], lo, hi)))
-    c_lo, c_hi = t.cpu_steps.get(n, (lo, hi))
-    backward = clip(t.phases.get("backward", []), lo, hi)
-    return {
-        "phases_us": {k: total(clip(v, c_lo, c_hi))
-                      for k, v in t.phases.items()},
-        "collectives": len(comm),
-        "collective_median_us": statistics.median(comm) if comm else 0.0,
-        "kernels": len(comp),
-        "kernel_median_us": statistics.median(comp) if comp else 0.0,
-        # Adam reads its CPU step counters with .item(): not a sync point
-        "items": _outside(t.items, c_lo, c_hi,
-                          t.phases.get("optimizer", [])),
-        "sync_us": total(clip(union(t.syncs), c_lo, c_hi)),
-        "exposed_comm_outside_backward_us": total(subtract(exposed,
-                                                           backward)),
-        **dict(zip(("idle_after_sync_us", "idle_launch_us"),
-                   host_bound_idle(t, lo, hi) if t.device == "gpu"
-                   else (0.0, 0.0))),
-    }
-
-
-def breakdown(t: Trace) -> dict:
-    """Per-step split of one rank, plus the sum over its steps."""
-    steps = []
-    for n, lo, hi in t.steps:
-        row = {"step": n, "start_us": lo, "step_us": hi - lo,
-               **{f"{k}_us": v for k, v in split(t, lo, hi).items()}}
-        row["overlap_pct"] = (100 * row["overlap_us"] / row["comm_total_us"]
-                              if row["comm_total_us"] else None)
-        row.update(_step_extras(t, n, lo, hi))
-        steps.append(row)
+    if view not in VIEWS:
+        raise ValueError(f"unknown view {view!r} (choose from "
+                         f"{', '.join(VIEWS)})")
+    gpu_launch = t.device == "gpu" and view == "launch"
+    steps, tot = _launch_view(t) if gpu_launch else _window_view(t)
     return {"rank": t.rank, "file": t.path, "device": t.device,
-            "loader": t.loader, "steps": steps, "total": combine(steps),
+            "view": view if t.device == "gpu" else "cpu-window",
+            "loader": t.loader, "steps": steps, "total": tot,
+            "steps_without_kernels": t.empty_steps if gpu_launch else [],
             "top": top_ops(t)}
 
 
@@ -497,30 +197,22 @@ def top_ops(t: Trace, n: int = 5) -> list[dict]:
     return comp + comm
 
 
-def trace_files(run_dir: str | Path) -> list[Path]:
-    p = Path(run_dir)
-    if not p.exists():
-        raise ValueError(f"{p}: no such file or folder")
-    if p.is_file():
-        return [p]
-    files = sorted(f for f in p.iterdir() if f.is_file()
-                   and f.name.endswith((".json", ".json.gz")))
-    if not files:
-        raise ValueError(f"{p}: no trace files (*.json, *.json.gz) in it")
-    return files
+def _one(f: Path, view: str = "launch") -> dict:
+    return breakdown(read(f), view)
 
 
-def _one(f: Path) -> dict:
-    return breakdown(read(f))
-
-
-def analyze(run_dir: str | Path, jobs: int | None = None) -> dict:
-    """Read every rank's trace in ``run_dir``; one breakdown per rank.
+def analyze(run_dir: str | Path, jobs: int | None = None,
+            view: str = "launch") -> dict:
+    """Read every rank's trace in ``run_dir``; one breakdown per rank
+    (``view``: see :func:`breakdown`).
 
     ``jobs`` processes read the files in parallel (default: one per file,
     up to the cores, when the folder holds more than 20 MB of traces;
     most of the time goes to ``json.loads``, which holds the GIL).
     """
+    if view not in VIEWS:
+        raise ValueError(f"unknown view {view!r} (choose from "
+                         f"{', '.join(VIEWS)})")
     files = trace_files(run_dir)
     if jobs is None:
         big = sum(f.stat().st_size for f in files) > 20e6
@@ -528,9 +220,9 @@ def analyze(run_dir: str | Path, jobs: int | None = None) -> dict:
     if jobs > 1 and len(files) > 1:
         from concurrent.futures import ProcessPoolExecutor
         with ProcessPoolExecutor(max_workers=jobs) as pool:
-            ranks = list(pool.map(_one, files))
+            ranks = list(pool.map(partial(_one, view=view), files))
     else:
-        ranks = [_one(f) for f in files]
+        ranks = [_one(f, view) for f in files]
     for i, r in enumerate(ranks):
         if r["rank"] is None:
             r["rank"] = i
@@ -576,10 +268,18 @@ def table(report: dict) -> str:
         for s in r["steps"]:
             lines.append(row(r["rank"], s["step"], s))
         lines.append(row(r["rank"], "all", r["total"]))
+        if r["steps_without_kernels"]:
+            lines.append(f"{r['rank']:>4} steps without kernels: "
+                         + ", ".join(map(str, r["steps_without_kernels"])))
     devices = sorted({r["device"] for r in report["ranks"]})
     lines.append(f"device: {', '.join(devices)} trace"
                  + (" (CPU time, not GPU time)" if devices == ["cpu"]
                     else ""))
+    views = sorted({r["view"] for r in report["ranks"]})
+    if "launch" in views:
+        lines.append("GPU steps by kernel launch, HTA's rules: the last "
+                     "profiled step left out; 'all' spans the first to the "
+                     "last kept kernel")
     return "\n".join(lines)
 
 
@@ -640,10 +340,13 @@ def add_arguments(parser) -> None:
                         help="print the breakdown as JSON")
     parser.add_argument("--doctor", action="store_true",
                         help="add the triage and the doctor's findings")
+    parser.add_argument("--view", choices=VIEWS, default="launch",
+                        help="GPU traces: steps by kernel launch, HTA's "
+                        "way (default), or the CPU's ProfilerStep windows")
 
 
 def main(args) -> int:
-    report = analyze(args.run_dir)
+    report = analyze(args.run_dir, view=args.view)
     if args.doctor:
         from labkit.measure import doctor
         triage, findings = doctor.triage(report), doctor.diagnose(report)
