@@ -98,7 +98,8 @@ def main(argv=None) -> None:
     step = load(ckpt, model, opt, sampler, meta)
     with torch.no_grad():
         x, y = local_batch(*sampler.next(), ctx.rank, ctx.world_size)
-        next_loss = mean_over_ranks(model(x, y))
+        next_loss = mean_over_ranks(model(x.to(ctx.device),
+                                          y.to(ctx.device)))
     full = get_model_state_dict(model, options=StateDictOptions(
         full_state_dict=True, cpu_offload=True))
     if ctx.rank == 0:
