@@ -8,7 +8,8 @@ import torch
 
 from labkit.checkpoint import checkpoint_root
 from labkit.launch import launch
-from labkit.measure.checkpoint import dcp_bytes, torch_save_bytes
+from labkit.measure.checkpoint import (dcp_bytes, deepspeed_bytes,
+                                       torch_save_bytes)
 from labkit.model import GPTConfig
 from labkit.predict.checkpoint import checkpoint_bytes, lost_steps
 from labkit.predict.memory import gpt_params
@@ -30,7 +31,8 @@ def runs(tmp_path_factory):
         timeout=300, max_restarts=1, run_dir=run_dir)
     last = root / "reference" / f"step-{STEPS:06d}"
     re = launch("labkit.runs.reshard", 2, {"ckpt": last,
-                                           "out": root / "reshard"},
+                                           "out": root / "reshard",
+                                           "deepspeed": True},
                 timeout=240, run_dir=tmp_path_factory.mktemp("reshard"))
     yield {"resume": res, "log": run_dir / "steps.jsonl", "root": root,
            "last": last, "reshard": re}
@@ -78,3 +80,15 @@ def test_bytes_equal_the_ledger(runs):
     assert ddp["state"] == checkpoint_bytes(psi, 2, "ddp", "fp32")[0]
     saves = runs["reshard"][0]["saves"]
     assert saves["async"]["blocked_s"] <= saves["async"]["total_s"]
+
+
+def test_deepspeed_zero3_and_zero_to_fp32(runs):
+    psi = gpt_params(2, 64, 4, 256, 32)
+    ds = runs["reshard"][0]["deepspeed"]
+    m = deepspeed_bytes(ds["folder"])
+    assert m["state"] == dict(enumerate(
+        checkpoint_bytes(psi, 2, "zero3", "fp32")))
+    assert ds["zero_to_fp32"]["bytes"] == 4 * psi      # the full fp32 model
+    full = torch.load(runs["root"] / "reshard" / "zero_to_fp32.pt")
+    names = torch.load(runs["root"] / "reference" / "params-4.pt")
+    assert set(full) == set(names)

@@ -96,3 +96,32 @@ def folder_bytes(folder: str | Path, pattern: str = "*") -> dict:
     """Size of every file in a folder matching ``pattern``, by name."""
     return {f.name: f.stat().st_size
             for f in sorted(Path(folder).glob(pattern)) if f.is_file()}
+
+
+def deepspeed_bytes(folder: str | Path) -> dict:
+    """Per-rank bytes of a DeepSpeed checkpoint tag folder.
+
+    Rank r writes ``zero_pp_rank_<r>_mp_rank_00_model_states.pt`` (the
+    module, under ZeRO-3 only empty placeholders, plus shapes and the
+    config) and ``..._optim_states.pt`` (its partition of the fp32 master
+    weights and Adam's moments). ``state``: bytes of tensors with at least
+    one dimension; ``overhead``: the rest of both files.
+    """
+    files, state = {}, {}
+    for f in Path(folder).glob("zero_pp_rank_*_mp_rank_*_*.pt"):
+        r = int(re.match(r"zero_pp_rank_(\d+)_", f.name).group(1))
+        files[r] = files.get(r, 0) + f.stat().st_size
+        state[r] = state.get(r, 0) + _tensor_bytes(
+            torch.load(f, map_location="cpu", weights_only=False))
+    return {"files": files, "state": state,
+            "overhead": {r: files[r] - state[r] for r in files}}
+
+
+def _tensor_bytes(x) -> int:
+    if isinstance(x, torch.Tensor):
+        return x.numel() * x.element_size() if x.dim() > 0 else 0
+    if isinstance(x, dict):
+        return sum(_tensor_bytes(v) for v in x.values())
+    if isinstance(x, (list, tuple)):
+        return sum(_tensor_bytes(v) for v in x)
+    return 0

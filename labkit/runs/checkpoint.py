@@ -22,7 +22,8 @@ Rank 0 appends one line per finished step to ``steps.jsonl`` in the run
 folder (step, loss, attempt), so the test can see which steps were redone.
 ``--reference`` then trains the same run again from scratch, without a
 kill, into ``<ckpt-dir>/../reference``: its losses are the uninterrupted
-trajectory, and its last checkpoint is what ``labkit.runs.reshard`` loads.
+trajectory, and its one checkpoint, of the last step, is what
+``labkit.runs.reshard`` loads. Both runs also save the last step.
 """
 from __future__ import annotations
 
@@ -126,7 +127,8 @@ def adam_steps(opt) -> list[int]:
     return sorted({int(s["step"]) for s in opt.state.values()})
 
 
-def train(root: Path, config, ctx, a, kill: bool, log: Path | None) -> dict:
+def train(root: Path, config, ctx, a, kill: bool, log: Path | None,
+          every: int) -> dict:
     root = require_under_build(root)
     meta = {"model": dict(vars(config)), "world_size": ctx.world_size}
     model = wrap(build(config, a.seed), "fsdp2_full", ctx)
@@ -153,7 +155,7 @@ def train(root: Path, config, ctx, a, kill: bool, log: Path | None) -> dict:
             with open(log, "a") as f:
                 f.write(json.dumps({"step": step, "loss": losses[step],
                                     "attempt": attempt}) + "\n")
-        if (step + 1) % a.every == 0:
+        if (step + 1) % every == 0 or step + 1 == a.steps:
             saves.append(save(root, model, opt, sampler, step + 1, ctx, meta,
                               async_save=a.async_save))
     # the next batch's loss, without training: what a resharded load must
@@ -233,14 +235,14 @@ def main(argv=None) -> None:
     root = Path(a.ckpt_dir)
     run_dir = Path(os.environ.get("LABKIT_RUN_DIR", "."))
     run = train(root, config, ctx, a, kill=a.kill_rank >= 0,
-                log=run_dir / "steps.jsonl")
+                log=run_dir / "steps.jsonl", every=a.every)
     ref = None
     if a.reference:   # a fresh folder: the uninterrupted run starts at 0
         if ctx.rank == 0:
             shutil.rmtree(root.parent / "reference", ignore_errors=True)
         tdist.barrier()
         ref = train(root.parent / "reference", config, ctx, a, kill=False,
-                    log=None)
+                    log=None, every=a.steps)  # its last step only
     dist.save(ctx, {"run": run, "reference": ref, "config": vars(a)})
     dist.close()
 

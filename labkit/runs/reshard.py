@@ -15,7 +15,10 @@ process into a plain ``nn.Module`` (no process group).
 Then, for chapter 8's bytes and times: DDP trains one step and rank 0
 ``torch.save``s the full model and optimizer state (``ddp-full.pt``); the
 loaded FSDP2 state is saved with ``dcp.save`` and with ``dcp.async_save``,
-and the seconds each call blocks training are recorded.
+and the seconds each call blocks training are recorded. ``--deepspeed``:
+DeepSpeed ZeRO-3 trains one step and ``save_checkpoint``s (one model- and
+one optimizer-state file per rank), and rank 0 rebuilds the full fp32
+model with ``zero_to_fp32`` (``zero_to_fp32.pt``).
 """
 from __future__ import annotations
 
@@ -71,6 +74,45 @@ def ddp_full_save(config, ctx, a, out: Path) -> dict:
     return {"path": str(path), "seconds": seconds}
 
 
+def deepspeed_zero3_save(config, ctx, a, out: Path) -> dict:
+    """DeepSpeed ZeRO-3 trains one step and saves; rank 0 then rebuilds
+    the full fp32 weights with ``zero_to_fp32`` (what its script does)."""
+    import deepspeed
+    from deepspeed.utils.zero_to_fp32 import (
+        get_fp32_state_dict_from_zero_checkpoint)
+    from labkit.runs.zero import skip_shm_op
+    from labkit.zero_config import variant
+
+    if not ctx.is_cuda:
+        skip_shm_op()     # nothing to compile on CPU (lab 4)
+    # no persistent small parameters: every weight is partitioned
+    cfg = variant("zero3_persist0", world_size=ctx.world_size,
+                  micro_batch=a.batch // ctx.world_size)
+    model = build(config, a.seed)
+    engine, *_ = deepspeed.initialize(model=model,
+                                      optimizer=make_optimizer(model),
+                                      config=cfg.to_json())
+    sampler = Sampler(config, a.dataset, a.batch, a.seed)
+    x, y = local_batch(*sampler.next(), ctx.rank, ctx.world_size)
+    engine.backward(engine(x.to(ctx.device), y.to(ctx.device)))
+    engine.step()
+    folder = out / "deepspeed"
+    engine.save_checkpoint(str(folder), tag="step-000001",
+                           save_latest=False)
+    tdist.barrier()
+    fp32 = {}
+    if ctx.rank == 0:
+        full = get_fp32_state_dict_from_zero_checkpoint(
+            str(folder), tag="step-000001")
+        torch.save(full, out / "zero_to_fp32.pt")
+        fp32 = {"bytes": sum(t.numel() * t.element_size()
+                             for t in full.values())}
+    getattr(engine, "destroy", lambda: None)()
+    del engine, model
+    dist.release(ctx)
+    return {"folder": str(folder / "step-000001"), "zero_to_fp32": fp32}
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--ckpt", required=True, help="a step-NNNNNN folder")
@@ -79,6 +121,8 @@ def main(argv=None) -> None:
     p.add_argument("--dataset", type=int, default=32)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout-s", type=float, default=60.0)
+    p.add_argument("--deepspeed", action="store_true",
+                   help="also save with DeepSpeed ZeRO-3 and zero_to_fp32")
     add_shape_arguments(p)
     a = p.parse_args(argv)
     config = config_from_args(a)
@@ -110,8 +154,9 @@ def main(argv=None) -> None:
     del model, opt
     dist.release(ctx)
     ddp = ddp_full_save(config, ctx, a, out)
+    ds = deepspeed_zero3_save(config, ctx, a, out) if a.deepspeed else None
     dist.save(ctx, {"step": step, "next_loss": next_loss, "saves": saves,
-                    "ddp": ddp, "config": vars(a)})
+                    "ddp": ddp, "deepspeed": ds, "config": vars(a)})
     dist.close()
 
 
