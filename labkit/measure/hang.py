@@ -7,8 +7,8 @@
 
 A hang is worse than a crash because nothing fails where the fault is: the
 rank that stopped sits in its own code, and every *other* rank waits in a
-collective until the process-group timeout fires (10 minutes by default
-for NCCL and gloo). Their errors name the collective, not the culprit.
+collective until the process-group timeout fires (by default 10 minutes
+for NCCL, 30 for gloo). Their errors name the collective, not the culprit.
 Each rank therefore records, in ``heartbeat-<rank>.json``, the last
 collective it entered; afterwards the stalled rank is the one whose last
 entered collective is behind the others'. :func:`orphans` lists any

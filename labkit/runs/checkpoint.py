@@ -127,6 +127,19 @@ def adam_steps(opt) -> list[int]:
     return sorted({int(s["step"]) for s in opt.state.values()})
 
 
+def probe(model, sampler, ctx, folder: Path) -> float:
+    """The next batch's loss, without training, and the gathered weights
+    in ``params-<world size>.pt``: what a resharded load must reproduce."""
+    with torch.no_grad():
+        x, y = local_batch(*sampler.next(), ctx.rank, ctx.world_size)
+        loss = mean_over_ranks(model(x.to(ctx.device), y.to(ctx.device)))
+    full = get_model_state_dict(model, options=StateDictOptions(
+        full_state_dict=True, cpu_offload=True))
+    if ctx.rank == 0:
+        torch.save(full, Path(folder) / f"params-{ctx.world_size}.pt")
+    return loss
+
+
 def train(root: Path, config, ctx, a, kill: bool, log: Path | None,
           every: int) -> dict:
     root = require_under_build(root)
@@ -158,16 +171,7 @@ def train(root: Path, config, ctx, a, kill: bool, log: Path | None,
         if (step + 1) % every == 0 or step + 1 == a.steps:
             saves.append(save(root, model, opt, sampler, step + 1, ctx, meta,
                               async_save=a.async_save))
-    # the next batch's loss, without training: what a resharded load must
-    # reproduce
-    with torch.no_grad():
-        x, y = local_batch(*sampler.next(), ctx.rank, ctx.world_size)
-        next_loss = mean_over_ranks(model(x.to(ctx.device),
-                                          y.to(ctx.device)))
-    full = get_model_state_dict(model, options=StateDictOptions(
-        full_state_dict=True, cpu_offload=True))
-    if ctx.rank == 0:
-        torch.save(full, root / f"params-{ctx.world_size}.pt")
+    next_loss = probe(model, sampler, ctx, root)
     out = {"losses": losses, "resumed_from": resumed_from,
            "attempt": attempt, "saves": saves, "next_loss": next_loss,
            "adam_steps": adam_steps(opt)}

@@ -29,15 +29,13 @@ from pathlib import Path
 import torch
 import torch.distributed as tdist
 import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint.state_dict import (StateDictOptions,
-                                                     get_model_state_dict)
 
 from labkit import dist
 from labkit.checkpoint import META, check_meta, require_under_build
 from labkit.model import (add_shape_arguments, build, check_shardable,
                           config_from_args, local_batch)
-from labkit.runs.checkpoint import Sampler, load, save
-from labkit.train import make_optimizer, mean_over_ranks, train_step
+from labkit.runs.checkpoint import Sampler, load, probe, save
+from labkit.train import make_optimizer, train_step
 from labkit.wrap import wrap
 
 
@@ -140,14 +138,7 @@ def main(argv=None) -> None:
     opt = make_optimizer(model)
     sampler = Sampler(config, a.dataset, a.batch, a.seed)
     step = load(ckpt, model, opt, sampler, meta)
-    with torch.no_grad():
-        x, y = local_batch(*sampler.next(), ctx.rank, ctx.world_size)
-        next_loss = mean_over_ranks(model(x.to(ctx.device),
-                                          y.to(ctx.device)))
-    full = get_model_state_dict(model, options=StateDictOptions(
-        full_state_dict=True, cpu_offload=True))
-    if ctx.rank == 0:
-        torch.save(full, out / f"params-{ctx.world_size}.pt")
+    next_loss = probe(model, sampler, ctx, out)
     saves = {kind: save(out / kind, model, opt, sampler, step, ctx, meta,
                         async_save=kind == "async")
              for kind in ("sync", "async")}
