@@ -167,11 +167,13 @@ def _kill_group(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
 def launch(module: str, nproc: int, args: list | tuple | dict = (), *,
            timeout: float = DEFAULT_TIMEOUT_S, backend: str | None = None,
            require_gpu: bool = False, run_dir: str | Path | None = None,
-           env: dict | None = None) -> list[dict]:
+           env: dict | None = None, max_restarts: int = 0) -> list[dict]:
     """Run ``torchrun -m module`` on ``nproc`` ranks; return rank JSON records.
 
     ``args`` is a list of strings, or a dict turned into ``--key value``
     flags (``True`` gives a bare flag, lists are joined with commas).
+    ``max_restarts``: torchrun's ``--max-restarts``, how many times the
+    whole group is started again after a rank fails (chapter 8).
     Raises ``ValueError`` for bad requests (before any process starts) and
     :class:`LaunchError` on a crash, a non-zero exit or a timeout, with the
     failing rank's log tail in the message.
@@ -179,6 +181,9 @@ def launch(module: str, nproc: int, args: list | tuple | dict = (), *,
     backend = pick_backend(nproc, backend, require_gpu)
     if timeout is None or timeout <= 0:
         raise ValueError("every launch needs a positive timeout in seconds")
+    if not isinstance(max_restarts, int) or max_restarts < 0:
+        raise ValueError(f"max_restarts must be an integer >= 0, got "
+                         f"{max_restarts!r}")
     argv = _as_argv(args)
     run_dir = Path(run_dir) if run_dir else Path(
         tempfile.mkdtemp(prefix=module.rsplit(".", 1)[-1] + "-",
@@ -190,6 +195,7 @@ def launch(module: str, nproc: int, args: list | tuple | dict = (), *,
     port = free_port()
     cmd = [sys.executable, "-m", "torch.distributed.run",
            f"--nproc-per-node={nproc}", "--nnodes=1",
+           f"--max-restarts={max_restarts}",
            "--master-addr=127.0.0.1", f"--master-port={port}",
            f"--log-dir={run_dir / 'logs'}", "--redirects=3", "--tee=0",
            "-m", module, *argv]

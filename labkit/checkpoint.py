@@ -1,0 +1,159 @@
+"""Where checkpoints go and how they are written: whole, or not at all.
+
+    root = checkpoint_root("resume")                   # _build/checkpoints/resume
+    preflight(root, need_bytes)                        # before any process starts
+    with atomic_step_dir(root, step, meta) as tmp:     # write into tmp ...
+        dcp.save(state, checkpoint_id=tmp)             # ... renamed when done
+    latest = latest_checkpoint(root)                   # skips half-written ones
+
+Rules (chapter 8): checkpoints live under ``_build/`` only, never in the
+source tree; a checkpoint is written to ``step-NNNNNN.tmp`` and renamed to
+``step-NNNNNN`` only when every rank has finished, so a crash mid-write
+leaves a ``.tmp`` folder that :func:`latest_checkpoint` never returns; a
+full disk, an unwritable folder or a checkpoint of another model shape is
+one :class:`CheckpointError` that says what to do.
+"""
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = ROOT / "_build"
+STEP_DIR = re.compile(r"^step-(\d{6})$")
+META = "labkit-meta.json"
+# room kept free beyond the checkpoint itself (metadata, the next .tmp)
+FREE_MARGIN = 1.10
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint cannot be written or does not fit this run."""
+
+
+def checkpoint_root(name: str, base: str | Path | None = None) -> Path:
+    """``_build/checkpoints/<name>`` (or under ``base``, itself in _build)."""
+    root = Path(base) if base else BUILD / "checkpoints"
+    return require_under_build(root / name)
+
+
+def require_under_build(path: str | Path) -> Path:
+    path = Path(path).resolve()
+    if path != BUILD.resolve() and BUILD.resolve() not in path.parents:
+        raise CheckpointError(f"checkpoints go under {BUILD}, not {path}: "
+                              "keep them out of the source tree")
+    return path
+
+
+def step_dir(root: Path, step: int) -> Path:
+    return Path(root) / f"step-{step:06d}"
+
+
+def preflight(root: str | Path, need_bytes: float) -> Path:
+    """Create ``root``, prove it writable and roomy enough, or raise."""
+    root = require_under_build(root)
+    probe = root / ".write-probe"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"x")
+        probe.unlink()
+    except OSError as e:
+        raise CheckpointError(f"cannot write checkpoints to {root}: "
+                              f"{e.strerror or e}; choose a writable folder "
+                              "under _build/") from None
+    free = shutil.disk_usage(root).free
+    if need_bytes * FREE_MARGIN > free:
+        raise CheckpointError(
+            f"a checkpoint needs about {need_bytes:,.0f} bytes (+10 %), "
+            f"{free:,} are free on the disk of {root}: free space or save "
+            "fewer, smaller checkpoints")
+    return root
+
+
+def latest_checkpoint(root: str | Path) -> tuple[int, Path] | None:
+    """(step, folder) of the newest complete checkpoint, or None.
+
+    Only renamed folders count: ``step-NNNNNN.tmp`` is a write that never
+    finished, and a resume must not load it.
+    """
+    root = Path(root)
+    found = [(int(m.group(1)), p) for p in root.glob("step-*")
+             if p.is_dir() and (m := STEP_DIR.match(p.name))
+             and (p / META).exists()]
+    return max(found) if found else None
+
+
+def check_meta(folder: Path, expected: dict) -> dict:
+    """The checkpoint's recorded model shape must be this run's."""
+    meta = json.loads((Path(folder) / META).read_text())
+    saved = meta.get("model")
+    if saved != expected:
+        diff = {k: (saved.get(k) if saved else None, v)
+                for k, v in expected.items()
+                if not saved or saved.get(k) != v}
+        raise CheckpointError(
+            f"{folder} holds a checkpoint of another model shape "
+            f"(saved vs this run: {diff}); point the run at an empty folder "
+            "or build the model it was saved from")
+    return meta
+
+
+@contextlib.contextmanager
+def atomic_step_dir(root: Path, step: int, meta: dict, is_writer: bool = True,
+                    barrier=None):
+    """Yield ``step-NNNNNN.tmp``; rename it to ``step-NNNNNN`` on success.
+
+    Every rank enters; ``is_writer`` (rank 0) clears a stale ``.tmp``,
+    writes the metadata last and renames. ``barrier`` (a callable) keeps
+    the other ranks from writing before the folder is clean and from
+    going on before the rename. On an error the ``.tmp`` is removed and a
+    :class:`CheckpointError` names the cause (a full disk says so).
+    """
+    final = step_dir(root, step)
+    tmp = final.with_name(final.name + ".tmp")
+    sync = barrier or (lambda: None)
+    if is_writer:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+    sync()
+    try:
+        yield tmp
+        sync()   # every rank's shard is on disk
+        if is_writer:
+            _write_json(tmp / META, {"step": step, **meta})
+            if final.exists():
+                shutil.rmtree(final)
+            os.replace(tmp, final)
+            _fsync_dir(root)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as e:  # DCP's CheckpointException is one
+        if is_writer:
+            shutil.rmtree(tmp, ignore_errors=True)
+        full = (getattr(e, "errno", None) == errno.ENOSPC
+                or os.strerror(errno.ENOSPC) in str(e))
+        what = "the disk is full" if full else str(e).splitlines()[0]
+        raise CheckpointError(f"checkpoint of step {step} in {root} not "
+                              f"written: {what}; the half-written folder was "
+                              "removed, the last complete checkpoint is "
+                              f"{latest_checkpoint(root)}") from e
+    sync()
+
+
+def _write_json(path: Path, data: dict) -> None:
+    with open(path, "w") as f:
+        json.dump(data, f, indent=1)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

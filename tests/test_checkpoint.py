@@ -1,0 +1,70 @@
+"""Checkpoints go under _build, are written whole or not at all, and a
+wrong folder, a full disk or another model shape is one clear error."""
+import errno
+import json
+
+import pytest
+
+from labkit.checkpoint import (BUILD, CheckpointError, atomic_step_dir,
+                               check_meta, checkpoint_root,
+                               latest_checkpoint, preflight,
+                               require_under_build)
+
+META = {"model": {"layers": 2, "hidden": 64}}
+
+
+@pytest.fixture
+def root():
+    import shutil
+    r = checkpoint_root("test-checkpoint-rules")
+    shutil.rmtree(r, ignore_errors=True)
+    yield r
+    shutil.rmtree(r, ignore_errors=True)
+
+
+def test_only_under_build(tmp_path):
+    with pytest.raises(CheckpointError, match="under"):
+        require_under_build(tmp_path / "ckpt")
+    assert require_under_build(BUILD / "x").parent == BUILD.resolve()
+
+
+def test_unwritable_folder_and_full_disk(root):
+    afile = root.parent / "not-a-folder"
+    root.parent.mkdir(parents=True, exist_ok=True)
+    afile.write_text("x")
+    try:
+        with pytest.raises(CheckpointError, match="cannot write"):
+            preflight(afile / "ckpt", 10)
+    finally:
+        afile.unlink()
+    with pytest.raises(CheckpointError, match="free"):
+        preflight(root, 1e18)
+    assert preflight(root, 10) == root
+
+
+def test_rename_only_when_complete(root):
+    with atomic_step_dir(root, 2, META) as tmp:
+        (tmp / "shard").write_bytes(b"abc")
+        assert latest_checkpoint(root) is None       # not yet renamed
+    assert latest_checkpoint(root) == (2, root / "step-000002")
+    with pytest.raises(CheckpointError, match="disk is full") as e:
+        with atomic_step_dir(root, 4, META) as tmp:
+            (tmp / "shard").write_bytes(b"half")
+            raise OSError(errno.ENOSPC, "No space left on device")
+    assert "step-000002" in str(e.value)              # what a resume loads
+    assert not (root / "step-000004.tmp").exists()
+    assert latest_checkpoint(root)[0] == 2
+    # a crash that left a .tmp behind: never loaded
+    (root / "step-000006.tmp").mkdir()
+    (root / "step-000006.tmp" / "labkit-meta.json").write_text("{}")
+    assert latest_checkpoint(root)[0] == 2
+
+
+def test_another_model_shape(root):
+    with atomic_step_dir(root, 2, META):
+        pass
+    check_meta(root / "step-000002", META["model"])
+    with pytest.raises(CheckpointError, match="another model shape"):
+        check_meta(root / "step-000002", {"layers": 4, "hidden": 64})
+    assert json.loads((root / "step-000002" / "labkit-meta.json")
+                      .read_text())["step"] == 2

@@ -1,0 +1,21 @@
+"""A sleeping rank: the others fail at the set timeout, the sleeper is
+named, nothing is left running."""
+import pytest
+
+from labkit.launch import LaunchError, launch
+from labkit.measure.hang import orphans, read_heartbeats, stalled_ranks
+
+pytestmark = pytest.mark.distributed
+
+
+def test_hang_is_found_at_the_timeout(tmp_path):
+    run = tmp_path / "hang"
+    with pytest.raises(LaunchError):
+        launch("labkit.runs.hang", 2, {"stall_rank": 1, "at": 2,
+                                       "sleep_s": 120, "timeout_s": 2},
+               timeout=90, run_dir=run)
+    assert stalled_ranks(run, 2) == [1]
+    beat = read_heartbeats(run, 2)[0]
+    assert beat["phase"] == "timed_out" and beat["collective"] == 2
+    assert beat["waited_s"] == pytest.approx(2.0, abs=1.5)
+    assert orphans(run) == []
