@@ -28,6 +28,7 @@ CUDA_LINES = {
     ("profiling", "warmup=a.warmup, active=a.active, cuda=ctx.is_cuda) as prof:"),
     ("sharding", '"device": (torch.cuda.get_device_name(ctx.device)'),
     ("sharding", 'if ctx.is_cuda else "cpu")})'),
+    ("reshard", "if not ctx.is_cuda:"),   # DeepSpeed's shm op (CPU only)
     ("zero", "shm_skipped = skip_shm_op() if not ctx.is_cuda else False"),
 }
 CUDA = re.compile(r"is_cuda|torch\.cuda\.(?!matmul)|\.type == .cuda.")
