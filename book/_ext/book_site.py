@@ -1,0 +1,35 @@
+"""Sphinx extension: what the published site needs beyond the theme.
+
+- Launch buttons (Colab, Binder) only on the lab pages, and only when
+  ``_config.yml``'s ``repository: url`` is set (the deploy workflow fills it;
+  a local build shows none rather than a made-up address). A chapter is a
+  MyST text file that Colab cannot open.
+- The sitemap (``sphinx-sitemap``) only when the published URL
+  (``html_baseurl``) is known: without one it has nothing to write.
+"""
+from __future__ import annotations
+
+LAB_PAGES = "labs/"
+
+
+def setup(app):
+    if app.config._raw_config.get("html_baseurl"):
+        app.setup_extension("sphinx_sitemap")
+
+    def no_repository_no_buttons(app, config):
+        opts = config.html_theme_options
+        if not opts.get("repository_url"):
+            opts["launch_buttons"] = {}
+
+    def launch_buttons_on_labs_only(app, pagename, templatename, context,
+                                    doctree):
+        if pagename.startswith(LAB_PAGES):
+            return
+        context["header_buttons"] = [
+            b for b in context.get("header_buttons", [])
+            if not any(str(x.get("text")) in ("Binder", "Colab")
+                       for x in b.get("buttons", []))]
+
+    app.connect("config-inited", no_repository_no_buttons)
+    app.connect("html-page-context", launch_buttons_on_labs_only, priority=502)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
