@@ -177,6 +177,8 @@ def test_page_equals_command_line(site, browser, path):
             route.abort()
 
     ctx.route("**/*", only_here)
+    seen = []
+    ctx.on("request", lambda r: seen.append(r.url))
     page = ctx.new_page()
     errors = []
     page.on("pageerror", lambda e: errors.append(str(e)))  # uncaught
@@ -208,5 +210,6 @@ def test_page_equals_command_line(site, browser, path):
     finally:
         ctx.close()
     assert not outside, f"requests to other hosts: {outside}"
+    assert site + "_static/calculators/pyodide/pyodide.asm.wasm" in seen
     # sphinx-thebe's script declares a constant twice (a theme bug, harmless)
     assert not [e for e in errors if "THEBE" not in e], errors
