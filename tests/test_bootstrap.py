@@ -74,3 +74,16 @@ def test_cell_installs_the_course_in_a_fresh_environment(tmp_path):
     again = subprocess.run([str(py), str(cell)], env=env, cwd=tmp_path,
                            capture_output=True, text=True, timeout=60)
     assert again.returncode == 0 and again.stdout == ""
+
+
+def _pins(path: Path) -> dict[str, str]:
+    lines = [line.strip() for line in path.read_text().splitlines()]
+    return dict(line.lower().split("==") for line in lines
+                if line and not line.startswith(("#", "-")))
+
+
+def test_binder_environment_pins_the_same_versions():
+    """Binder installs binder/requirements.txt: the same pins, none missing."""
+    binder = _pins(ROOT / "binder" / "requirements.txt")
+    assert binder == _pins(ROOT / "requirements.txt")
+    assert "pip install --no-deps -e ." in (ROOT / "binder" / "postBuild").read_text()
