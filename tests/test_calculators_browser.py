@@ -118,11 +118,27 @@ def site():
 
 @pytest.fixture(scope="module")
 def browser():
+    """One browser context for every page (Pyodide's files are cached across
+    them, as for a reader); any request to another host is aborted and kept
+    in ``outside``, every request in ``seen``."""
     exe = _chromium()
     from playwright.sync_api import sync_playwright
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=exe, args=ARGS)
-        yield b
+        ctx = b.new_context()
+        ctx.outside, ctx.seen = [], []
+
+        def only_here(route):
+            if urlsplit(route.request.url).hostname == "127.0.0.1":
+                route.continue_()
+            else:
+                ctx.outside.append(route.request.url)
+                route.abort()
+
+        ctx.route("**/*", only_here)
+        ctx.on("request", lambda r: ctx.seen.append(r.url))
+        yield ctx
+        ctx.close()
         b.close()
 
 
@@ -166,20 +182,7 @@ def wait_for(page, box, values: dict) -> list[str]:
 @pytest.mark.parametrize("path", sorted(CASES))
 def test_page_equals_command_line(site, browser, path):
     name, cases = CASES[path]
-    ctx = browser.new_context()
-    outside = []
-
-    def only_here(route):
-        if urlsplit(route.request.url).hostname == "127.0.0.1":
-            route.continue_()
-        else:
-            outside.append(route.request.url)
-            route.abort()
-
-    ctx.route("**/*", only_here)
-    seen = []
-    ctx.on("request", lambda r: seen.append(r.url))
-    page = ctx.new_page()
+    page = browser.new_page()
     errors = []
     page.on("pageerror", lambda e: errors.append(str(e)))  # uncaught
 
@@ -208,8 +211,8 @@ def test_page_equals_command_line(site, browser, path):
                 msg = box.locator(".calc-status").text_content()
                 assert msg.removeprefix("Error: ") in err, (msg, err)
     finally:
-        ctx.close()
-    assert not outside, f"requests to other hosts: {outside}"
-    assert site + "_static/calculators/pyodide/pyodide.asm.wasm" in seen
+        page.close()
+    assert not browser.outside, f"requests to other hosts: {browser.outside}"
+    assert site + "_static/calculators/pyodide/pyodide.asm.wasm" in browser.seen
     # sphinx-thebe's script declares a constant twice (a theme bug, harmless)
     assert not [e for e in errors if "THEBE" not in e], errors
