@@ -103,3 +103,17 @@ def test_social_preview_metadata_and_sitemap_follow_the_published_url():
     config = (ROOT / "_config.yml").read_text()
     baseurl = re.search(r'^    html_baseurl: "([^"]*)"', config, re.M).group(1)
     assert (HTML / "sitemap.xml").exists() == bool(baseurl)
+
+
+def test_launch_buttons_only_with_a_repository_and_only_on_labs():
+    """No repository URL in _config.yml (a local build): no launch buttons,
+    never a made-up address. With one (the deploy workflow), Colab and
+    Binder buttons on the lab pages only (a chapter is a MyST text file)."""
+    _built()
+    config = (ROOT / "_config.yml").read_text()
+    repo = re.search(r'^  url: "([^"]*)"', config, re.M).group(1)
+    for f in HTML.rglob("*.html"):
+        text = f.read_text(errors="replace")
+        has = "colab.research.google.com" in text or "mybinder.org" in text
+        on_lab = f.relative_to(HTML).parts[0] == "labs"
+        assert has == bool(repo and on_lab), f.relative_to(HTML)

@@ -27,8 +27,7 @@ def setup(app):
             return
         context["header_buttons"] = [
             b for b in context.get("header_buttons", [])
-            if not any(str(x.get("text")) in ("Binder", "Colab")
-                       for x in b.get("buttons", []))]
+            if b.get("label") != "launch-buttons"]
 
     app.connect("config-inited", no_repository_no_buttons)
     app.connect("html-page-context", launch_buttons_on_labs_only, priority=502)
