@@ -101,7 +101,7 @@ def test_social_preview_metadata_and_sitemap_follow_the_published_url():
     assert re.search(r'<meta property="og:title" content="[^"]+"', page)
     assert 'og:site_name" content="Training at Scale"' in page
     config = (ROOT / "_config.yml").read_text()
-    baseurl = re.search(r'^    html_baseurl: "([^"]*)"', config, re.M).group(1)
+    baseurl = re.search(r'^  baseurl: "([^"]*)"', config, re.M).group(1)
     assert (HTML / "sitemap.xml").exists() == bool(baseurl)
 
 

@@ -97,7 +97,7 @@ def test_deploy_fills_repository_and_url_from_the_run(tmp_path):
     published URL from the repository it runs in: a fork points at itself."""
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     assert config["repository"]["url"] == ""
-    assert config["sphinx"]["config"]["html_baseurl"] == ""
+    assert config["html"]["baseurl"] == ""
     steps = yaml.safe_load((ROOT / ".github" / "workflows" / "book.yml")
                            .read_text())["jobs"]["build"]["steps"]
     step = next(s for s in steps if "_config.yml" in s.get("run", ""))
@@ -110,5 +110,4 @@ def test_deploy_fills_repository_and_url_from_the_run(tmp_path):
     filled = yaml.safe_load((tmp_path / "_config.yml").read_text())
     assert filled["repository"]["url"] == "https://github.com/someone/fork"
     assert filled["repository"]["branch"] == "dev"
-    assert (filled["sphinx"]["config"]["html_baseurl"]
-            == "https://someone.github.io/fork/")
+    assert filled["html"]["baseurl"] == "https://someone.github.io/fork/"

@@ -5,21 +5,31 @@
   a local build shows none rather than a made-up address). A chapter is a
   MyST text file that Colab cannot open.
 - The sitemap (``sphinx-sitemap``) only when the published URL
-  (``html_baseurl``) is known: without one it has nothing to write.
+  (``html: baseurl`` in _config.yml) is known: without one it has nothing
+  to write; the same URL makes the social previews' ``og:url`` absolute.
 """
 from __future__ import annotations
 
 LAB_PAGES = "labs/"
 
 
+def _baseurl(config) -> str:
+    """html_baseurl before the config is initialised (Jupyter Book passes
+    _config.yml's ``html: baseurl`` as an override)."""
+    return (config.overrides.get("html_baseurl")
+            or config._raw_config.get("html_baseurl") or "")
+
+
 def setup(app):
-    if app.config._raw_config.get("html_baseurl"):
+    if _baseurl(app.config):
         app.setup_extension("sphinx_sitemap")
 
     def no_repository_no_buttons(app, config):
         opts = config.html_theme_options
         if not opts.get("repository_url"):
             opts["launch_buttons"] = {}
+        if config.html_baseurl and not getattr(config, "ogp_site_url", None):
+            config.ogp_site_url = config.html_baseurl  # absolute og:url
 
     def launch_buttons_on_labs_only(app, pagename, templatename, context,
                                     doctree):

@@ -8,8 +8,9 @@ A chapter writes, next to the formula it computes::
     ```
 
 The argument is a command of ``python -m labkit`` (``labkit.__main__``'s
-``COMMANDS``; a new command there is a new calculator, nothing to add here)
-and the content its prefilled command line. The build renders the worked
+``COMMANDS``; a new command there is a new calculator, nothing to add here,
+provided its module lives in ``labkit.predict``: pure Python, the only
+package the browser gets) and the content its prefilled command line. The build renders the worked
 example as a static table (readable without JavaScript) and a form of the
 command's options (``:fields:`` shows those, the rest keep their prefilled
 values). In the browser, ``calculators.js`` loads Pyodide from the site's own
