@@ -85,5 +85,6 @@ def _pins(path: Path) -> dict[str, str]:
 def test_binder_environment_pins_the_same_versions():
     """Binder installs binder/requirements.txt: the same pins, none missing."""
     binder = _pins(ROOT / "binder" / "requirements.txt")
-    assert binder == _pins(ROOT / "requirements.txt")
+    assert binder == _pins(ROOT / "requirements.txt"), \
+        "regenerate binder/requirements.txt (the command is in its header)"
     assert "pip install --no-deps -e ." in (ROOT / "binder" / "postBuild").read_text()

@@ -103,6 +103,12 @@ def test_social_preview_metadata_and_sitemap_follow_the_published_url():
     config = (ROOT / "_config.yml").read_text()
     baseurl = re.search(r'^  baseurl: "([^"]*)"', config, re.M).group(1)
     assert (HTML / "sitemap.xml").exists() == bool(baseurl)
+    if baseurl:
+        locs = re.findall(r"<loc>([^<]+)</loc>",
+                          (HTML / "sitemap.xml").read_text())
+        assert locs and all(
+            u.startswith(baseurl) and (HTML / u[len(baseurl):]).exists()
+            for u in locs), locs[:3]
 
 
 def test_launch_buttons_only_with_a_repository_and_only_on_labs():

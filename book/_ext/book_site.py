@@ -30,6 +30,8 @@ def setup(app):
             opts["launch_buttons"] = {}
         if config.html_baseurl and not getattr(config, "ogp_site_url", None):
             config.ogp_site_url = config.html_baseurl  # absolute og:url
+        if "sitemap_url_scheme" in config:
+            config.sitemap_url_scheme = "{link}"  # one language, no versions
 
     def launch_buttons_on_labs_only(app, pagename, templatename, context,
                                     doctree):
