@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_every_lab_starts_with_the_current_cell():
     assert bootstrap.labs()
-    assert not bootstrap.stale(bootstrap.cell_source(bootstrap.requirement()))
+    stale = bootstrap.stale(bootstrap.cell_source(bootstrap.requirement()))
+    assert not stale, f"{stale}: run python -m labkit.bootstrap --write"
     for path in bootstrap.labs():
         cells = [c for c in json.loads(path.read_text())["cells"]
                  if c["cell_type"] == "code"]
