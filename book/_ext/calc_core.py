@@ -1,0 +1,178 @@
+"""The calculators' shared core: runs in the book build and in the browser.
+
+The same code renders the static worked example at build time (CPython) and
+the live result in the reader's browser (Pyodide): it runs a command of
+``python -m labkit COMMAND ... --json`` in-process, so the page computes
+exactly what the command line prints, and turns its JSON into table rows and,
+for the pipeline, an SVG timeline. Standard library only (no torch, no
+numpy): ``labkit.predict`` and this file are all the browser loads.
+
+    python book/_ext/calc_core.py memory --params 70e9 --gpus 8   # rows
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import io
+import json
+import sys
+
+# Arguments a form never shows: output switches of the command line.
+HIDDEN = {"help", "json", "plot"}
+
+
+def _commands() -> dict:
+    from labkit.__main__ import COMMANDS
+    return COMMANDS
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # the message, not an exit
+        raise ValueError(message)
+
+
+def parser(name: str) -> argparse.ArgumentParser:
+    """The command's own parser (``add_arguments`` of its module)."""
+    commands = _commands()
+    if name not in commands:
+        raise ValueError(f"unknown calculator {name!r} (labkit commands: "
+                         f"{', '.join(commands)})")
+    module = importlib.import_module(commands[name][0])
+    p = _Parser(prog=f"python -m labkit {name}", add_help=False)
+    module.add_arguments(p)
+    return p
+
+
+def fields(name: str, argv: list[str]) -> list[dict]:
+    """One form field per option of the command, prefilled from ``argv``."""
+    p = parser(name)
+    values = vars(p.parse_args(argv))
+    out = []
+    for a in p._actions:
+        if a.dest in HIDDEN or not a.option_strings:
+            continue
+        v = values.get(a.dest)
+        kind = ("check" if isinstance(a, argparse._StoreTrueAction)
+                else "choice" if a.choices else "number"
+                if a.type in (int, float) else "text")
+        out.append({"flag": a.option_strings[0], "dest": a.dest, "kind": kind,
+                    "choices": list(a.choices or []), "help": a.help or "",
+                    "required": bool(a.required),
+                    "value": "" if v is None else _plain(v)})
+    return out
+
+
+def _plain(v) -> str | bool:
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, float) and v.is_integer() and abs(v) >= 1e6:
+        return f"{v:g}"
+    return str(v)
+
+
+def argv_from(values: dict[str, object]) -> list[str]:
+    """A command line from a form: ``{"--params": "70e9", "--tied": True}``."""
+    argv = []
+    for flag, v in values.items():
+        if v is True:
+            argv.append(flag)
+        elif v not in (False, None, ""):
+            argv += [flag, str(v)]
+    return argv
+
+
+def run(name: str, argv: list[str]) -> dict:
+    """``python -m labkit NAME ARGV --json``, in-process: its parsed output.
+
+    Bad input gives ``{"error": message}`` (the command line's own message).
+    """
+    p = parser(name)
+    module = importlib.import_module(_commands()[name][0])
+    out = io.StringIO()
+    try:
+        args = p.parse_args(list(argv) + ["--json"])
+        with contextlib.redirect_stdout(out):
+            module.main(args)
+    except (ValueError, KeyError) as e:
+        return {"error": e.args[0] if isinstance(e, KeyError) else str(e)}
+    return json.loads(out.getvalue())
+
+
+def fmt(v) -> str:
+    """One cell: numbers to 4 significant digits, the rest as text."""
+    if isinstance(v, bool) or v is None:
+        return str(v).lower() if v is not None else "-"
+    if isinstance(v, int):
+        return f"{v:,}" if abs(v) < 1e15 else f"{v:.4g}"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, list) and all(not isinstance(x, (dict, list)) for x in v):
+        return ", ".join(fmt(x) for x in v)
+    return str(v)
+
+
+def rows(result: dict) -> list[dict]:
+    """Table rows of a result: ``{"key", "value"}`` for scalars (nested
+    keys joined by dots), ``{"key", "columns", "cells"}`` for a list of
+    records (e.g. the collectives of one step)."""
+    out = []
+
+    def walk(prefix, d):
+        for k, v in d.items():
+            key = f"{prefix}{k}"
+            if isinstance(v, dict):
+                walk(key + ".", v)
+            elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
+                cols = list(v[0])
+                out.append({"key": key, "columns": cols,
+                            "cells": [[fmt(x.get(c)) for c in cols] for x in v]})
+            else:
+                out.append({"key": key, "value": fmt(v)})
+
+    walk("", result)
+    return out
+
+
+def svg(name: str, argv: list[str]) -> str:
+    """A small plot for the calculators whose chapter has one ("" if none)."""
+    if name != "pipeline" or "error" in run(name, argv):
+        return ""
+    from labkit.predict.pipeline_parallel import simulate
+    a = parser(name).parse_args(argv)
+    tl = simulate(a.schedule, a.stages, a.microbatches, a.chunks, a.forward,
+                  a.backward, a.comm)
+    w, row, left = 560, 22, 52
+    scale = (w - left - 8) / tl.makespan
+    h = row * a.stages + 24
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" '
+             f'width="{w}" height="{h}" role="img" class="calc-plot">',
+             f"<title>{a.schedule} timeline: p={a.stages}, m={a.microbatches}"
+             f", bubble {tl.bubble:.3f}</title>"]
+    for r in range(a.stages):
+        parts.append(f'<text x="0" y="{r * row + 15}" font-size="11">'
+                     f"rank {r}</text>")
+    for o in tl.ops:
+        color = "#4c72b0" if o.kind == "F" else "#dd8452"
+        x, width = left + o.start * scale, max((o.end - o.start) * scale, 0.5)
+        parts.append(f'<rect x="{x:.1f}" y="{o.rank * row + 2}" '
+                     f'width="{width:.1f}" height="{row - 4}" fill="{color}" '
+                     f'opacity="{1 - 0.35 * o.chunk:.2f}" stroke="white" '
+                     'stroke-width="0.5"/>')
+    parts.append(f'<text x="{left}" y="{h - 4}" font-size="11">time (units of'
+                 f" --forward); blue forward, orange backward; step "
+                 f"{tl.makespan:g}</text></svg>")
+    return "".join(parts)
+
+
+def page_result(name: str, argv_json: str) -> str:
+    """What the browser asks for (argv as a JSON list): result, rows, plot."""
+    argv = json.loads(argv_json)
+    result = run(name, argv)
+    return json.dumps({"result": result, "rows": rows(result),
+                       "svg": svg(name, argv)})
+
+
+if __name__ == "__main__":
+    for r in rows(run(sys.argv[1], sys.argv[2:])):
+        print(r)

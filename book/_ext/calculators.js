@@ -1,0 +1,133 @@
+// Calculators of the book, run in the reader's browser (see calculators.py).
+// Pyodide comes from this site's _static/calculators/pyodide/ (never a CDN);
+// labkit.predict and calc_core.py come from labkit-predict.zip next to this
+// file. Each form change runs `python -m labkit NAME ... --json` in-process
+// (calc_core.page_result) and redraws the table (and plot) from its rows.
+(function () {
+  "use strict";
+  const base = new URL(".", document.currentScript.src).href;
+  let python = null;
+
+  function loadScript(src) {
+    return new Promise((resolve, reject) => {
+      const s = document.createElement("script");
+      s.src = src;
+      s.onload = resolve;
+      s.onerror = () => reject(new Error("cannot load " + src));
+      document.head.appendChild(s);
+    });
+  }
+
+  function startPython() {
+    if (!python) {
+      python = (async () => {
+        const dir = base + "pyodide/";
+        await loadScript(dir + "pyodide.js");
+        const py = await loadPyodide({
+          indexURL: dir, packageBaseUrl: dir,
+          lockFileURL: dir + "pyodide-lock.json",
+        });
+        const zip = await fetch(base + "labkit-predict.zip");
+        py.unpackArchive(await zip.arrayBuffer(), "zip",
+                         { extractDir: "/home/pyodide/calc" });
+        py.runPython("import sys; sys.path.insert(0, '/home/pyodide/calc')");
+        return py.pyimport("calc_core");
+      })();
+    }
+    return python;
+  }
+
+  function cell(tag, text) {
+    const e = document.createElement(tag);
+    e.textContent = text;
+    return e;
+  }
+
+  function table(rows) {
+    const t = document.createElement("table");
+    t.className = "calc-table";
+    const body = t.appendChild(document.createElement("tbody"));
+    for (const r of rows) {
+      const tr = body.appendChild(document.createElement("tr"));
+      tr.appendChild(cell("th", r.key));
+      const td = tr.appendChild(document.createElement("td"));
+      if (r.columns) {
+        const sub = td.appendChild(document.createElement("table"));
+        sub.className = "calc-subtable";
+        const head = sub.appendChild(document.createElement("thead"))
+          .appendChild(document.createElement("tr"));
+        r.columns.forEach((c) => head.appendChild(cell("th", c)));
+        const sb = sub.appendChild(document.createElement("tbody"));
+        for (const row of r.cells) {
+          const str = sb.appendChild(document.createElement("tr"));
+          row.forEach((c) => str.appendChild(cell("td", c)));
+        }
+      } else {
+        td.textContent = r.value;
+      }
+    }
+    return t;
+  }
+
+  function argv(form) {
+    const out = [];
+    for (const el of form.querySelectorAll("[data-flag]")) {
+      if (el.type === "checkbox") {
+        if (el.checked) out.push(el.dataset.flag);
+      } else if (el.value.trim() !== "") {
+        out.push(el.dataset.flag, el.value.trim());
+      }
+    }
+    return out;
+  }
+
+  function setup(box) {
+    const name = box.dataset.calculator;
+    const form = box.querySelector(".calc-form");
+    const status = box.querySelector(".calc-status");
+    const result = box.querySelector(".calc-result");
+    let seq = 0;
+    form.hidden = false;
+    status.hidden = false;
+    status.textContent = "Loading Python (Pyodide) in this page…";
+
+    async function update() {
+      const mine = ++seq;
+      const args = argv(form);
+      const core = await startPython();
+      if (mine !== seq) return;  // a newer change is on its way
+      const out = JSON.parse(core.page_result(name, JSON.stringify(args)));
+      result.replaceChildren();
+      if (out.result.error) {
+        status.textContent = "Error: " + out.result.error;
+        box.dataset.state = "error";
+      } else {
+        status.textContent = "Computed in your browser: python -m labkit " +
+          name + " " + args.join(" ");
+        result.appendChild(table(out.rows));
+        if (out.svg) result.insertAdjacentHTML("beforeend", out.svg);
+        box.dataset.state = "ready";
+      }
+      box.dataset.argv = JSON.stringify(args);
+    }
+
+    function run() {
+      update().catch((e) => {
+        status.textContent = "The calculator could not run here: " + e;
+        box.dataset.state = "failed";
+      });
+    }
+    form.addEventListener("input", run);
+    form.addEventListener("change", run);
+    run();
+  }
+
+  function init() {
+    document.querySelectorAll(".labkit-calculator").forEach(setup);
+  }
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", init);
+  } else {
+    init();
+  }
+})();
