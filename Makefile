@@ -46,5 +46,14 @@ test-fast: $(STAMP)
 benchmark: $(STAMP)
 	$(BIN)/python scripts/benchmark.py --make-test
 
+# Instructor edition: student notebooks + autograders from the otter masters
+# in labs/assignments/, and grading of a folder of handed-in notebooks.
+.PHONY: assignments grade book-student
+assignments: $(STAMP)
+	$(BIN)/python scripts/assignments.py
+
+grade: $(STAMP)
+	$(BIN)/python scripts/grade.py "$(SUBMISSIONS)"
+
 clean:
 	rm -rf _build

@@ -5,6 +5,10 @@ cell instead of failing it (the CPU-safe cells still run and are checked).
 """
 import pytest
 
+# The otter masters are executed by `otter assign` (scripts/assignments.py,
+# tests/test_assignments.py), not a second time by nbval.
+collect_ignore = ["labs/assignments"]
+
 
 def _has_cuda() -> bool:
     try:
