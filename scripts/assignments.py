@@ -13,7 +13,9 @@ For each master found, ``otter assign`` writes
 - ``_build/assignments/student/NN_<lab>.ipynb``: no solutions, no hidden
   tests, no outputs (hand this out);
 - ``_build/assignments/autograder/NN_<lab>.zip``: what
-  ``scripts/grade.py`` (``make grade``) grades with.
+  ``scripts/grade.py`` (``make grade``) grades with;
+- ``_build/assignments/solution/NN_<lab>.ipynb``: the answer key (the
+  notebook with solutions and every test), for instructors only.
 
 ``otter assign`` runs the solutions against their own tests (which executes
 the master, real runs included) and refuses a master whose solutions fail:
@@ -91,6 +93,7 @@ def build(name: str, master: Path, timeout: float) -> dict:
             return {"name": name, "status": "TIMEOUT", "seconds": seconds,
                     "log": log + f"\nno result after {timeout:.0f} s: killed"}
         student = Path(tmp) / "out" / "student" / master.name
+        solution = Path(tmp) / "out" / "autograder" / master.name
         zips = sorted((Path(tmp) / "out" / "autograder").glob("*.zip"))
         if rc != 0 or not student.exists() or not zips:
             return {"name": name, "status": "FAILED", "seconds": seconds,
@@ -99,9 +102,10 @@ def build(name: str, master: Path, timeout: float) -> dict:
         if bad:
             return {"name": name, "status": "FAILED", "seconds": seconds,
                     "log": f"student notebook still holds {bad}"}
-        for sub in ("student", "autograder"):
+        for sub in ("student", "autograder", "solution"):
             (OUT / sub).mkdir(parents=True, exist_ok=True)
         shutil.copy2(student, OUT / "student" / master.name)
+        shutil.copy2(solution, OUT / "solution" / master.name)
         shutil.copy2(zips[-1], OUT / "autograder" / f"{name}.zip")
     return {"name": name, "status": "ok", "seconds": seconds, "log": ""}
 
@@ -130,7 +134,7 @@ def main(argv=None) -> int:
     for r in rows:
         print(f"{r['name']:28s} {r['status']:8s} {r['seconds']:8.1f}")
     print(f"{len(rows)} masters in {time.perf_counter() - t0:.1f} s -> "
-          f"{OUT.relative_to(ROOT)}/{{student,autograder}}")
+          f"{OUT.relative_to(ROOT)}/{{student,autograder,solution}}")
     return 0 if all(r["status"] == "ok" for r in rows) else 1
 
 
