@@ -55,5 +55,11 @@ assignments: $(STAMP)
 grade: $(STAMP)
 	$(BIN)/python scripts/grade.py "$(SUBMISSIONS)"
 
+# Student edition of the book: exercises without solutions, no page sources,
+# in _build/student/_build/html (the instructor edition is `make book`).
+book-student: $(STAMP)
+	$(BIN)/python scripts/build_book.py --student \
+		$(if $(wildcard _build/labs/$(PROFILE)),--labs-from _build/labs/$(PROFILE))
+
 clean:
 	rm -rf _build
