@@ -11,19 +11,19 @@ else by its file name (``NN_<lab>...ipynb``), and graded with ``otter run``
 in its own process session under a time limit. Writes
 ``_build/grades/grades.csv`` (student file, lab, question, points, max,
 reason) and prints a summary table. An earlier grades.csv is kept under a
-time-stamped name, never overwritten.
+time-stamped name (``grades.csv.<time stamp>``), never overwritten.
 
 A submission that crashes, hangs past the time limit or is not a notebook
 gets zero for what could not be run, with the reason in the CSV; the others
 are graded all the same. Bad input stops before anything is graded or
 moved, with one line and exit status 2: a missing or empty folder, a file
-that is not a ``.ipynb`` notebook, a notebook for an unknown lab.
+that is not a ``.ipynb`` notebook, a notebook of another format than
+nbformat 4, a notebook for an unknown lab.
 """
 from __future__ import annotations
 
 import argparse
 import csv
-import datetime as dt
 import json
 import os
 import re
@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT))
 from assignments import OUT as ASSIGNMENTS, run_group  # noqa: E402
+from run_labs import keep_previous  # noqa: E402
 from labkit.launch import checkout_pythonpath  # noqa: E402
 
 AUTOGRADERS = ASSIGNMENTS / "autograder"
@@ -68,8 +69,8 @@ def identify(path: Path, labs: set[str]) -> tuple[str | None, dict | None, str]:
                     if path.stem.startswith(lab)), None)
     try:
         nb = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
-            raise ValueError("no list of cells")
+        if not isinstance(nb, dict) or "nbformat" not in nb:
+            raise ValueError("no nbformat field")
     except (ValueError, UnicodeDecodeError) as e:
         return by_name, None, f"not a notebook ({str(e).splitlines()[0][:80]})"
     meta = nb.get("metadata", {}).get("otter", {}).get("assignment_name")
@@ -98,6 +99,10 @@ def collect(folder: Path, labs: set[str]) -> list[tuple[Path, str, str, bool]]:
             raise BadInput(f"{p.relative_to(folder)} is not a notebook "
                            "(.ipynb): hand in the assignment notebook")
         lab, nb, note = identify(p, labs)
+        if nb is not None and nb.get("nbformat") != 4:
+            raise BadInput(f"{p.relative_to(folder)}: a notebook of format "
+                           f"{nb.get('nbformat')!r}, not a Jupyter notebook "
+                           "of format 4")
         if lab is None and nb is not None:
             raise BadInput(f"{p.relative_to(folder)}: unknown lab (known: "
                            f"{', '.join(sorted(labs))})")
@@ -153,20 +158,6 @@ def grade_one(path: Path, lab: str, note: str, folder: Path,
     return rows
 
 
-def keep_previous(csv_path: Path) -> Path | None:
-    """Move an earlier grades.csv aside as ``grades.<timestamp>.csv``."""
-    if not csv_path.exists():
-        return None
-    stamp = dt.datetime.fromtimestamp(csv_path.stat().st_mtime)
-    dest = csv_path.with_name(f"grades.{stamp:%Y%m%d-%H%M%S}.csv")
-    n = 1
-    while dest.exists():
-        dest = csv_path.with_name(f"grades.{stamp:%Y%m%d-%H%M%S}-{n}.csv")
-        n += 1
-    csv_path.rename(dest)
-    return dest
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("submissions", type=Path,
@@ -197,7 +188,12 @@ def main(argv=None) -> int:
             return [dict(student_file=student, lab=lab or "unknown",
                          question=q, points=0.0, max=m, reason=note)
                     for q, m in qs.items()]
-        return grade_one(path, lab, note, folder, a.timeout)
+        try:
+            return grade_one(path, lab, note, folder, a.timeout)
+        except Exception as e:  # one bad submission never stops the others
+            return [dict(student_file=student, lab=lab, question="all",
+                         points=0.0, max=None,
+                         reason=f"grading error: {type(e).__name__}: {e}"[:160])]
 
     with ThreadPoolExecutor(max(1, a.jobs)) as pool:
         rows = [r for rs in pool.map(one, subs) for r in rs]

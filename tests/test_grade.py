@@ -129,11 +129,12 @@ def test_broken_notebooks_have_a_reason(graded):
 
 
 def test_earlier_grades_kept(graded):
-    kept = list(graded[1].glob("grades.*.csv"))
+    kept = list(graded[1].glob("grades.csv.*"))
     assert len(kept) == 1 and kept[0].read_text() == "an earlier run\n"
 
 
-@pytest.mark.parametrize("case", ["missing", "empty", "unknown_lab", "pdf"])
+@pytest.mark.parametrize("case", ["missing", "empty", "unknown_lab", "pdf",
+                                  "nbformat3"])
 def test_bad_input_one_line_exit_2(case, built, tmp_path):
     subs, out = tmp_path / "subs", tmp_path / "out"
     out.mkdir()
@@ -143,6 +144,9 @@ def test_bad_input_one_line_exit_2(case, built, tmp_path):
     if case == "unknown_lab":
         (subs / "99_nothing.ipynb").write_text(json.dumps(
             {"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    if case == "nbformat3":
+        (subs / f"{LAB}.ipynb").write_text(json.dumps(
+            {"nbformat": 3, "worksheets": [{"cells": []}], "metadata": {}}))
     if case == "pdf":
         (subs / f"{LAB}.ipynb").write_text(json.dumps(built[0]))
         (subs / "homework.pdf").write_bytes(b"%PDF-1.4")
