@@ -62,5 +62,20 @@ test-fast: $(STAMP)
 benchmark: $(STAMP)
 	$(BIN)/python scripts/benchmark.py --make-test
 
+# Instructor edition: student notebooks + autograders from the otter masters
+# in labs/assignments/, and grading of a folder of handed-in notebooks.
+.PHONY: assignments grade book-student
+assignments: $(STAMP)
+	$(BIN)/python scripts/assignments.py
+
+grade: $(STAMP)
+	$(BIN)/python scripts/grade.py "$(SUBMISSIONS)"
+
+# Student edition of the book: exercises without solutions, no page sources,
+# in _build/student/_build/html (the instructor edition is `make book`).
+book-student: $(STAMP)
+	$(BIN)/python scripts/build_book.py --student \
+		$(if $(wildcard _build/labs/$(PROFILE)),--labs-from _build/labs/$(PROFILE))
+
 clean:
 	rm -rf _build

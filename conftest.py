@@ -7,6 +7,10 @@ A cell tagged ``gpus-N`` too needs N GPUs: skipped when fewer are visible
 """
 import pytest
 
+# The otter masters are executed by `otter assign` (scripts/assignments.py,
+# tests/test_assignments.py), not a second time by nbval.
+collect_ignore = ["labs/assignments"]
+
 
 def _gpu_count() -> int:
     try:

@@ -3,9 +3,12 @@
     python scripts/benchmark.py                # every lab + the trace reader
     python scripts/benchmark.py --only memory  # one lab
     python scripts/benchmark.py --make-test    # also `make test`, fresh clone
+    python scripts/benchmark.py --no-labs      # the trace reader only
 
 The budgets (DEVELOPERS.md): each lab at most 90 s on the CPU profile on
-2 cores; `make test` at most 20 minutes on a fresh clone. One target of
+2 cores; `make test` at most 20 minutes on a fresh clone; `make assignments`
+at most 60 s, and grading one submission (each assignment's answer key) at
+most 120 s (measured in a full run: not with ``--only`` or ``--no-labs``). One target of
 our own: reading and splitting a large real trace (34 MB of JSON) in under
 a second of CPU time, with both views of the breakdown (by kernel launch,
 HTA's rules; by CPU window), so that lab 7 and chapter 7 stay quick.
@@ -44,6 +47,8 @@ import run_labs  # noqa: E402
 OUT = ROOT / "_build" / "benchmark"
 LAB_BUDGET_S = run_labs.BUDGET_S["cpu"]
 MAKE_TEST_BUDGET_S = 20 * 60.0
+ASSIGNMENTS_BUDGET_S = 60.0
+GRADE_ONE_BUDGET_S = 120.0
 TRACE_TARGET_S = 1.0
 TRACE = ROOT.parent / "shared" / "traces" / "gpu-a100-8rank-alltoall" \
     / "rank-3.json.gz"
@@ -111,6 +116,39 @@ def bench_trace() -> list[dict]:
     return [row(what, TRACE_TARGET_S, best)]
 
 
+def bench_assignments() -> list[dict]:
+    """`make assignments` (every master), then `make grade` on one
+    submission per assignment: its answer key."""
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" /
+                                            "assignments.py")],
+                       capture_output=True, text=True)
+    rows = [row("make assignments", ASSIGNMENTS_BUDGET_S,
+                time.perf_counter() - t0,
+                "ok" if r.returncode == 0 else "FAILED",
+                "" if r.returncode == 0 else r.stdout[-300:])]
+    keys = ROOT / "_build" / "assignments" / "solution"
+    for key in sorted(keys.glob("*.ipynb")) if r.returncode == 0 else []:
+        with tempfile.TemporaryDirectory() as tmp:
+            (Path(tmp) / "in").mkdir()
+            shutil.copy2(key, Path(tmp) / "in" / key.name)
+            t0 = time.perf_counter()
+            g = subprocess.run([sys.executable, str(ROOT / "scripts" /
+                                                    "grade.py"),
+                                str(Path(tmp) / "in"), "--out", tmp],
+                               capture_output=True, text=True)
+            seconds = time.perf_counter() - t0
+            with open(Path(tmp) / "grades.csv") as f:
+                lost = [ln for ln in f.read().splitlines()[1:]
+                        if not ln.split(",")[-1] == ""]
+        ok = g.returncode == 0 and not lost
+        rows.append(row(f"grade one submission ({key.stem})",
+                        GRADE_ONE_BUDGET_S, seconds,
+                        "ok" if ok else "FAILED",
+                        "" if ok else (lost or [g.stderr[-200:]])[0]))
+    return rows
+
+
 def bench_make_test() -> list[dict]:
     tmp = Path(tempfile.mkdtemp(prefix="labkit-bench-"))
     try:
@@ -145,11 +183,16 @@ def main(argv=None) -> int:
     ap.add_argument("--make-test", action="store_true",
                     help="also time `make test` in a fresh clone")
     ap.add_argument("--no-labs", action="store_true")
+    ap.add_argument("--no-assignments", action="store_true",
+                    help="skip make assignments and the grading of one "
+                    "submission per assignment")
     a = ap.parse_args(argv)
     cpus = pin(a.cores)
     print(f"pinned to CPUs {cpus}", flush=True)
     rows = [] if a.no_labs else bench_labs(a.only)
     rows += bench_trace()
+    if not (a.no_labs or a.only or a.no_assignments):
+        rows += bench_assignments()
     if a.make_test:
         rows += bench_make_test()
     print(f"\n{'what':40s} {'budget s':>9s} {'measured s':>11s} "

@@ -1,0 +1,142 @@
+"""Build every lab's assignment: a student notebook and an autograder archive.
+
+    python scripts/assignments.py                 # every labs/assignments/NN_*.ipynb
+    python scripts/assignments.py --only memory   # one lab
+    make assignments
+
+Each lab has one otter-grader master, ``labs/assignments/NN_<lab>.ipynb``:
+its questions, their solutions between otter's ``# BEGIN SOLUTION`` /
+``# END SOLUTION`` markers, public tests and hidden tests. It drives the
+lab's own ``labkit`` functions and runs (never a copy of the lab's code).
+For each master found, ``otter assign`` writes
+
+- ``_build/assignments/student/NN_<lab>.ipynb``: no solutions, no hidden
+  tests, no outputs (hand this out);
+- ``_build/assignments/autograder/NN_<lab>.zip``: what
+  ``scripts/grade.py`` (``make grade``) grades with;
+- ``_build/assignments/solution/NN_<lab>.ipynb``: the answer key (the
+  notebook with solutions and every test), for instructors only.
+
+``otter assign`` runs the solutions against their own tests (which executes
+the master, real runs included) and refuses a master whose solutions fail:
+this script then exits 1 and shows otter's output. Masters are discovered by
+glob, so a new lab's master needs no change here. Every build has a time
+limit; the table at the end gives each master's status and seconds.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from labkit.launch import checkout_pythonpath  # noqa: E402
+
+MASTERS = ROOT / "labs" / "assignments"
+OUT = ROOT / "_build" / "assignments"
+LEAKS = ("# SOLUTION", "# BEGIN SOLUTION", "hidden: true")
+
+
+def discover(only: list[str] | None = None) -> dict[str, Path]:
+    """``{"01_memory": labs/assignments/01_memory.ipynb, ...}``."""
+    found = {p.stem: p for p in sorted(MASTERS.glob("[0-9]*_*.ipynb"))}
+    if only:
+        unknown = [o for o in only
+                   if not any(k.partition("_")[2] == o or k == o for k in found)]
+        if unknown:
+            raise SystemExit(f"assignments: no master for {', '.join(unknown)}"
+                             f" (masters: {', '.join(found) or 'none'})")
+        found = {k: p for k, p in found.items()
+                 if k in only or k.partition("_")[2] in only}
+    return found
+
+
+def run_group(cmd: list[str], timeout: float, **kw) -> tuple[int, str]:
+    """Run ``cmd`` in its own session; on timeout kill the whole group."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, **kw)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+        return proc.returncode, out
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        return None, out
+
+
+def leaked(student: Path) -> list[str]:
+    """Solution markers or hidden tests left in a student notebook."""
+    text = "\n".join("".join(c["source"]) for c in
+                     json.loads(student.read_text())["cells"])
+    return [m for m in LEAKS if m in text]
+
+
+def build(name: str, master: Path, timeout: float) -> dict:
+    t0 = time.perf_counter()
+    env = dict(os.environ, PYTHONPATH=checkout_pythonpath())
+    with tempfile.TemporaryDirectory(prefix=f"assign-{name}-") as tmp:
+        rc, log = run_group([sys.executable, "-m", "otter", "assign",
+                             str(master), str(Path(tmp) / "out")],
+                            timeout, cwd=tmp, env=env)
+        seconds = time.perf_counter() - t0
+        if rc is None:
+            return {"name": name, "status": "TIMEOUT", "seconds": seconds,
+                    "log": log + f"\nno result after {timeout:.0f} s: killed"}
+        student = Path(tmp) / "out" / "student" / master.name
+        solution = Path(tmp) / "out" / "autograder" / master.name
+        zips = sorted((Path(tmp) / "out" / "autograder").glob("*.zip"))
+        if rc != 0 or not student.exists() or not zips:
+            return {"name": name, "status": "FAILED", "seconds": seconds,
+                    "log": log}
+        bad = leaked(student)
+        if bad:
+            return {"name": name, "status": "FAILED", "seconds": seconds,
+                    "log": f"student notebook still holds {bad}"}
+        for sub in ("student", "autograder", "solution"):
+            (OUT / sub).mkdir(parents=True, exist_ok=True)
+        shutil.copy2(student, OUT / "student" / master.name)
+        shutil.copy2(solution, OUT / "solution" / master.name)
+        shutil.copy2(zips[-1], OUT / "autograder" / f"{name}.zip")
+    return {"name": name, "status": "ok", "seconds": seconds, "log": ""}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--only", action="append", default=[],
+                    help="just this lab (e.g. 'memory'); repeatable")
+    ap.add_argument("--jobs", type=int, default=2,
+                    help="masters built at once (default 2)")
+    ap.add_argument("--timeout", type=float, default=600.0,
+                    help="seconds per master (default 600)")
+    a = ap.parse_args(argv)
+    masters = discover(a.only)
+    if not masters:
+        print(f"assignments: no master in {MASTERS.relative_to(ROOT)}")
+        return 2
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(max(1, a.jobs)) as pool:
+        rows = list(pool.map(lambda kv: build(*kv, a.timeout),
+                             masters.items()))
+    for r in rows:
+        if r["status"] != "ok":
+            print(f"--- {r['name']}: {r['status']}\n{r['log'][-4000:]}")
+    print(f"\n{'assignment':28s} {'status':8s} {'seconds':>8s}")
+    for r in rows:
+        print(f"{r['name']:28s} {r['status']:8s} {r['seconds']:8.1f}")
+    print(f"{len(rows)} masters in {time.perf_counter() - t0:.1f} s -> "
+          f"{OUT.relative_to(ROOT)}/{{student,autograder,solution}}")
+    return 0 if all(r["status"] == "ok" for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
