@@ -77,8 +77,55 @@ def test_cpu_profile_equals_notebook_defaults(name):
         assert ast.literal_eval(defaults[key]["default"]) == value, key
 
 
-def test_unknown_lab_is_a_clear_error():
-    with pytest.raises(SystemExit, match="unknown lab"):
-        run_labs.main(["--profile", "cpu", "--only", "nonexistent"])
-    with pytest.raises(SystemExit, match="unknown profile"):
-        run_labs.main(["--profile", "tpu64"])
+@pytest.mark.parametrize("argv,message", [
+    (["--profile", "cpu", "--only", "nonexistent"], "unknown lab"),
+    (["--profile", "tpu64"], "unknown profile 'tpu64'"),
+    (["--profile", "gpu8", "--plan", "--price-per-hour", "-3"],
+     "--price-per-hour must be >= 0"),
+])
+def test_bad_input_is_one_clear_line_exit_2(argv, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        run_labs.main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and message in err[-1]
+
+
+def test_plan_prints_every_lab_and_runs_nothing(monkeypatch, capsys):
+    import subprocess
+    import psutil
+
+    def no_process(*a, **k):
+        raise AssertionError("--plan started a process")
+    monkeypatch.setattr(subprocess.Popen, "__init__", no_process)
+    monkeypatch.setattr(run_labs, "run_lab", no_process)
+    before = psutil.Process().children(recursive=True)
+    assert run_labs.main(["--profile", "gpu8", "--plan",
+                          "--price-per-hour", "24"]) == 0
+    assert psutil.Process().children(recursive=True) == before
+    out = capsys.readouterr().out.splitlines()
+    rows = {line.split()[0]: line.split() for line in out if line.split()}
+    for name in [*LABS, "total"]:
+        assert name in rows, name
+        minutes, cost = float(rows[name][-2]), rows[name][-1]
+        assert minutes > 0 and cost.startswith("$")
+    total = sum(float(rows[n][-2]) for n in LABS)
+    assert float(rows["total"][-2]) == pytest.approx(total, abs=0.02)
+    assert float(rows["total"][-1][1:].replace(",", "")) == pytest.approx(
+        float(rows["total"][-2]) / 60 * 24, abs=0.02)
+    assert "nothing was run" in out[-1]
+
+
+def test_plan_uses_the_formulas():
+    """More GPUs, less compute; a DeepSpeed op adds its measured compile."""
+    from labkit.predict import labtime
+    sec = {"world_size": 2, "strategies": ["ddp"], "steps": 10,
+           "global_batch": 8, "model": {"layers": 4, "hidden": 1024,
+                                        "heads": 8, "vocab": 1000,
+                                        "seq": 512}, "link": "nvlink4"}
+    two = labtime.estimate("x", sec, gpu=True)
+    four = labtime.estimate("x", {**sec, "world_size": 4}, gpu=True)
+    assert four.compute_s == pytest.approx(two.compute_s / 2)
+    op = labtime.estimate("x", sec, gpu=True, compile_ops=2)
+    assert op.seconds - two.seconds == pytest.approx(2 * labtime.OP_COMPILE_S)
+    with pytest.raises(ValueError, match="price"):
+        labtime.cost(1.0, -1)

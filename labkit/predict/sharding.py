@@ -326,15 +326,17 @@ def predict_calls(unit_shapes, world_size: int, strategy: str,
                   param_bytes: int = 4, grad_bytes: int | None = None,
                   shard_group: int | None = None, version: int = 2,
                   bucket_cap_mb: float | None = None,
-                  align_numel: int = 0) -> list[dict]:
-    """The collective calls of one steady-state step on one rank.
+                  align_numel: int = 0, rank: int = 0) -> list[dict]:
+    """The collective calls of one steady-state step on rank ``rank``.
 
     ``unit_shapes``: for each FSDP unit (``labkit.model.sharding_units``),
     the shapes of its parameters in registration order. Returns dicts with
     the keys a counter record has: ``op``, ``numel``, ``bytes``,
-    ``group_size`` -- forward calls first, then backward's (the exact
-    interleaving depends on prefetching). DDP's buckets come from
-    :func:`ddp_buckets` on the reversed parameter order.
+    ``group_size``, ``ranks`` -- forward calls first, then backward's (the
+    exact interleaving depends on prefetching). DDP's buckets come from
+    :func:`ddp_buckets` on the reversed parameter order. A hybrid shard
+    group is F consecutive ranks, a replica group every F-th rank
+    (``torch.distributed.device_mesh`` with mesh ``(N/F, F)``).
     """
     s = canonical(strategy)
     grad_bytes = param_bytes if grad_bytes is None else grad_bytes
@@ -342,8 +344,16 @@ def predict_calls(unit_shapes, world_size: int, strategy: str,
     calls: list[dict] = []
 
     def call(op, numel, elem, group):
+        if group == n:
+            ranks = list(range(n))
+        elif op == "all_reduce":            # replicas: every (n/group)-th
+            ranks = list(range(rank % (n // group), n, n // group))
+        else:                               # shard group: consecutive
+            first = rank - rank % group
+            ranks = list(range(first, first + group))
         calls.append({"op": op, "numel": int(numel),
-                      "bytes": int(numel * elem), "group_size": group})
+                      "bytes": int(numel * elem), "group_size": group,
+                      "ranks": ranks})
 
     if s == "ddp":
         sizes = [math.prod(sh) * grad_bytes
@@ -376,6 +386,29 @@ def predict_calls(unit_shapes, world_size: int, strategy: str,
         if s.startswith("hybrid") and n // f > 1:
             call("all_reduce", m // f, grad_bytes, n // f)
     return calls
+
+
+def node_of_rank(world_size: int, ranks_per_node: int) -> list[int]:
+    """torchrun numbers ranks node by node: rank r runs on node r // G."""
+    _positive(world_size=world_size, ranks_per_node=ranks_per_node)
+    if world_size % ranks_per_node:
+        raise ValueError(f"{world_size} ranks do not fill nodes of "
+                         f"{ranks_per_node}")
+    return [r // ranks_per_node for r in range(world_size)]
+
+
+def node_split(calls, node_of: list[int]) -> dict:
+    """Bytes of calls whose group stays inside one node vs spans nodes.
+
+    HYBRID_SHARD with the shard group = one node (FSDP paper, Sec. 3.2.2)
+    keeps the all-gathers and reduce-scatters inside and sends only the
+    gradient shards' all-reduce across nodes.
+    """
+    out = {"inside": 0, "across": 0}
+    for c in calls:
+        inside = len({node_of[r] for r in c["ranks"]}) == 1
+        out["inside" if inside else "across"] += c["bytes"]
+    return out
 
 
 def summarize(calls) -> dict:
