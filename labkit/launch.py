@@ -247,10 +247,10 @@ def launch(module: str, nproc: int, args: list | tuple | dict = (), *,
     :class:`LaunchError` on a crash, a non-zero exit or a timeout, with the
     failing rank's log tail in the message.
     """
+    endpoint = check_nodes(nnodes, node_rank, rdzv_endpoint)
     backend = pick_backend(nproc, backend, require_gpu)
     if timeout is None or timeout <= 0:
         raise ValueError("every launch needs a positive timeout in seconds")
-    endpoint = check_nodes(nnodes, node_rank, rdzv_endpoint)
     started = time.monotonic()
     if endpoint and node_rank > 0:
         wait_for_endpoint(*endpoint, timeout)
@@ -372,10 +372,11 @@ def main(argv=None) -> int:
     p.add_argument("--node-rank", type=int, default=0)
     p.add_argument("--rdzv-endpoint", help="host:port of node 0")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S)
-    p.add_argument("args", nargs=argparse.REMAINDER)
-    a = p.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    cut = argv.index("--") if "--" in argv else len(argv)
+    a = p.parse_args(argv[:cut])
     try:
-        out = launch(a.module, a.nproc, [x for x in a.args if x != "--"],
+        out = launch(a.module, a.nproc, argv[cut + 1:],
                      timeout=a.timeout, nnodes=a.nnodes,
                      node_rank=a.node_rank, rdzv_endpoint=a.rdzv_endpoint)
     except (ValueError, LaunchError) as e:

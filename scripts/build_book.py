@@ -119,6 +119,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--labs-from", type=Path)
     ap.add_argument("--strict", action="store_true")
+    ap.add_argument("--no-execute", action="store_true",
+                    help="do not run the chapters (a quick look at the labs' "
+                    "pages; the chapters' computed numbers are missing)")
     ap.add_argument("--partial", action="store_true",
                     help="labs missing from --labs-from: shown as committed")
     ap.add_argument("--out", type=Path, default=ROOT / "_build",
@@ -129,6 +132,10 @@ def main(argv=None) -> int:
         ap.error("--out must be a folder named _build, e.g. /tmp/me/_build")
     src = stage(a.labs_from.resolve() if a.labs_from else None, out,
                 a.partial)
+    if a.no_execute:
+        cfg = src / "_config.yml"
+        cfg.write_text(cfg.read_text().replace("execute_notebooks: force",
+                                               "execute_notebooks: \"off\""))
     for d in ("html", ".doctrees", "jupyter_execute"):
         shutil.rmtree(out / d, ignore_errors=True)
     cmd = [str(Path(sys.executable).with_name("jupyter-book")), "build",

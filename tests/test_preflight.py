@@ -37,10 +37,7 @@ def test_gpu8_without_gpus_exits_2_with_one_line_reason():
     assert gpus["status"] == "fail" and "needs 8 CUDA GPUs" in gpus["fix"]
     probe = next(c for c in out["checks"] if c["name"] == "busbw probe")
     assert probe["found"] == "not run"         # nothing was launched
-    r = _cli("--profile", "gpu8", "--no-probe")
-    last = r.stdout.strip().splitlines()[-1]
-    assert r.returncode == 2 and last.startswith("=> FAIL: the gpu8 profile "
-                                                 "needs 8 CUDA GPUs")
+    assert out["reason"].startswith("the gpu8 profile needs 8 CUDA GPUs")
 
 
 def test_unknown_profile_is_one_line_exit_2():

@@ -129,3 +129,23 @@ def test_plan_uses_the_formulas():
     assert op.seconds - two.seconds == pytest.approx(2 * labtime.OP_COMPILE_S)
     with pytest.raises(ValueError, match="price"):
         labtime.cost(1.0, -1)
+
+
+def test_failing_preflight_stops_the_run(monkeypatch, capsys):
+    """A lab would fail: exit 2 before any lab starts; the summary goes to
+    the kernels' environment (LABKIT_PREFLIGHT) when the run goes on."""
+    import os
+    from labkit.preflight import Check
+    started = []
+    monkeypatch.setattr(run_labs, "run_lab",
+                        lambda *a, **k: started.append(a) or ("ok", 0, ""))
+    monkeypatch.setattr(run_labs.preflight, "run", lambda name: [
+        Check("gpus", "fail", "0 CUDA GPUs", "8", "get a GPU node")])
+    assert run_labs.main(["--profile", "gpu8"]) == 2 and not started
+    assert "preflight failed: gpus" in capsys.readouterr().err
+    monkeypatch.setattr(run_labs.preflight, "run", lambda name: [
+        Check("cpu cores", "ok", "2 cores")])
+    monkeypatch.delenv("LABKIT_PREFLIGHT", raising=False)
+    assert run_labs.main(["--profile", "cpu", "--only", "memory"]) == 0
+    assert len(started) == 1
+    assert '"status": "ok"' in os.environ.pop("LABKIT_PREFLIGHT")
