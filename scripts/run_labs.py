@@ -75,7 +75,10 @@ def plan(profile_name: str, profile: dict, chosen: list[str],
     print(f"(minutes; compute at MFU {labtime.MFU:.0%} of {labtime.GPU} bf16 "
           f"peak, start-up {labtime.LAUNCH_S if gpu else labtime.LAUNCH_S_CPU:g}"
           f" s per launch assumed, DeepSpeed op compile "
-          f"{labtime.OP_COMPILE_S:g} s per op measured once; nothing was run)")
+          f"{labtime.OP_COMPILE_S:g} s per op measured once"
+          + ("" if gpu else f"; on CPU only start-up is modelled, the "
+             f"budget is {BUDGET_S['cpu']:g} s per lab")
+          + "; nothing was run)")
     return est
 
 
