@@ -115,22 +115,6 @@ def test_plan_prints_every_lab_and_runs_nothing(monkeypatch, capsys):
     assert "nothing was run" in out[-1]
 
 
-def test_plan_uses_the_formulas():
-    """More GPUs, less compute; a DeepSpeed op adds its measured compile."""
-    from labkit.predict import labtime
-    sec = {"world_size": 2, "strategies": ["ddp"], "steps": 10,
-           "global_batch": 8, "model": {"layers": 4, "hidden": 1024,
-                                        "heads": 8, "vocab": 1000,
-                                        "seq": 512}, "link": "nvlink4"}
-    two = labtime.estimate("x", sec, gpu=True)
-    four = labtime.estimate("x", {**sec, "world_size": 4}, gpu=True)
-    assert four.compute_s == pytest.approx(two.compute_s / 2)
-    op = labtime.estimate("x", sec, gpu=True, compile_ops=2)
-    assert op.seconds - two.seconds == pytest.approx(2 * labtime.OP_COMPILE_S)
-    with pytest.raises(ValueError, match="price"):
-        labtime.cost(1.0, -1)
-
-
 def test_failing_preflight_stops_the_run(monkeypatch, capsys):
     """A lab would fail: exit 2 before any lab starts; the summary goes to
     the kernels' environment (LABKIT_PREFLIGHT) when the run goes on."""
