@@ -3,8 +3,8 @@
 #   make test   -> unit + distributed tests, nbval on the labs, strict book build
 #   make benchmark -> the time budgets, measured (not part of make test)
 # The interpreter that builds .venv: PYTHON if given, else the first of
-# these that scripts/check_python.sh accepts (3.10 to 3.13).
-PYTHON ?= $(shell for p in python3 python3.13 python3.12 python3.11 python3.10; \
+# these that scripts/check_python.sh accepts (3.11 to 3.13).
+PYTHON ?= $(shell for p in python3 python3.13 python3.12 python3.11; \
 	do sh scripts/check_python.sh $$p 2>/dev/null && { command -v $$p; break; }; done)
 VENV   ?= .venv
 BIN    := $(VENV)/bin
