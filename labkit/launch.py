@@ -181,14 +181,17 @@ def _failure_report(run_dir: Path, nproc: int, headline: str) -> str:
 
 
 def _root_cause_rank(torchrun_log: Path) -> int | None:
-    """The rank torchrun names under 'Root Cause (first observed failure)'."""
+    """The (local) rank torchrun names under 'Root Cause (first observed
+    failure)'."""
     import re
     try:
         text = torchrun_log.read_text(errors="replace")
     except OSError:
         return None
     _, _, after = text.partition("Root Cause")
-    m = re.search(r"rank\s*:\s*(\d+)", after)
+    # logs are kept per local rank; on one node local rank = rank
+    m = (re.search(r"local_rank:\s*(\d+)", after)
+         or re.search(r"rank\s*:\s*(\d+)", after))
     return int(m.group(1)) if m else None
 
 

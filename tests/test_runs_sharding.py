@@ -160,5 +160,6 @@ def test_killing_one_agent_ends_the_other(tmp_path):
     assert isinstance(errors[1], LaunchError), errors
     assert "node 1 of 2" in str(errors[1])
     assert "rendezvous 127.0.0.1:" in str(errors[1])
+    assert "--- rank" in str(errors[1])          # a failing rank's log
     time.sleep(0.5)
     assert _leftovers(dirs[0]) == [] and _leftovers(dirs[1]) == []
