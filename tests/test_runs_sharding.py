@@ -145,14 +145,16 @@ def test_killing_one_agent_ends_the_other(tmp_path):
     t0 = time.monotonic()
     for t in threads:
         t.start()
-    agent = None
-    while agent is None and time.monotonic() - t0 < 60:
-        ranks = [p for p in _leftovers(dirs[0])]
+    agent, hanging = None, False
+    while not (agent and hanging) and time.monotonic() - t0 < 60:
+        ranks = _leftovers(dirs[0])
         if len(ranks) >= 3:                      # the agent and its 2 ranks
             agent = min(ranks)                   # torchrun: started first
+        # rank 1 hangs after an all-reduce of all 4 ranks: both nodes are up
+        hanging = any("hanging on purpose" in f.read_text(errors="replace")
+                      for d in dirs for f in (d / "logs").glob("**/std*.log"))
         time.sleep(0.5)
-    assert agent, "node 0 never started"
-    time.sleep(3)                                # into the barrier
+    assert agent and hanging, "the two nodes never got going"
     os.kill(agent, signal.SIGKILL)
     for t in threads:
         t.join()
