@@ -23,6 +23,7 @@ COMMANDS = {
     "flops": ("labkit.predict.flops", "parameters, FLOPs per iteration, MFU"),
     "pipeline": ("labkit.predict.pipeline_parallel", "pipeline schedules and bubble fraction"),
     "profile": ("labkit.measure.profiling", "compute / comm / data / idle breakdown of traces"),
+    "preflight": ("labkit.preflight", "is this machine what a lab profile needs? (exit 0/1/2)"),
 }
 
 

@@ -7,7 +7,9 @@
     res.save()      # results.json, a list of records
 
 Every record carries the device it was measured on (``cpu`` or the GPU's
-name), so that a CPU figure can never pass for a GPU figure.
+name), so that a CPU figure can never pass for a GPU figure, and, once
+saved, the run's provenance (``labkit.provenance.collect``: GPUs, versions,
+date, commit, the runner's preflight summary).
 """
 from __future__ import annotations
 
@@ -61,7 +63,7 @@ class Results:
         rows = [r for r in self.records
                 if quantity is None or r["quantity"] == quantity]
         return pd.DataFrame(rows, columns=[*FIELDS, "device"] + sorted(
-            {k for r in rows for k in r} - set(FIELDS) - {"device", "profile"}))
+            {k for r in rows for k in r} - set(FIELDS) - {"device", "profile", "provenance"}))
 
     def show(self, quantity: str | None = None, digits: int = 4):
         df = self.frame(quantity)
@@ -75,6 +77,12 @@ class Results:
         return df
 
     def save(self) -> Path:
+        from labkit.provenance import collect
+        import os
+        prov = collect(self.profile, preflight=json.loads(
+            os.environ.get("LABKIT_PREFLIGHT") or "null"))
+        for rec in self.records:
+            rec.setdefault("provenance", prov)
         self.dir.mkdir(parents=True, exist_ok=True)
         out = self.dir / "results.json"
         out.write_text(json.dumps(self.records, indent=1))

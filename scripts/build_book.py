@@ -3,6 +3,7 @@
     python scripts/build_book.py --strict                      # labs as committed
     python scripts/build_book.py --labs-from _build/labs/cpu   # executed labs
     python scripts/build_book.py --student    # _build/student/_build/html
+    python scripts/build_book.py --labs-from labs-gpu8-....tar.gz  # a bundle
 
 The book's sources (``_config.yml``, ``_toc.yml``, ``book/``, ``labs/*.ipynb``)
 are copied to ``_build/src``; with ``--labs-from``, each lab notebook there is
@@ -10,14 +11,23 @@ replaced by its executed copy from the lab runner, so the book shows the
 outputs of the run that was measured and the labs are not executed twice.
 Chapters are executed at build time (cheap: pure formulas and plots). The
 build folder is cleaned first; ``--strict`` adds ``-W -n --keep-going``.
+
+``--labs-from`` also takes an archive of ``scripts/bundle_results.py``;
+with ``--partial`` a lab missing from it is shown as committed. Each lab
+page starts with its stamp (``labkit.provenance.stamp``: where and with
+what it was measured, or that it was not run), and the absolute path of
+this checkout (and of the node's, from a bundle) is taken out of the
+staged notebooks, so no published page shows a local path.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import yaml
@@ -25,11 +35,58 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from labkit.launch import checkout_pythonpath  # noqa: E402
+from labkit.provenance import of_notebook, stamp  # noqa: E402
 
 SOURCES = ["_config.yml", "_toc.yml", "book", "labs"]
 
 
-def stage(labs_from: Path | None, out: Path) -> Path:
+def unpack(labs_from: Path, out: Path) -> tuple[Path, list[str]]:
+    """A results folder as is, or a bundle unpacked under ``out``: the
+    folder of lab results, and the checkout paths to take out of pages."""
+    if labs_from.is_dir():
+        return labs_from, []
+    if not tarfile.is_tarfile(labs_from):
+        raise SystemExit(f"--labs-from {labs_from}: neither a folder nor a "
+                         "bundle (.tar.gz of scripts/bundle_results.py)")
+    dest = out / "bundle"
+    shutil.rmtree(dest, ignore_errors=True)
+    with tarfile.open(labs_from) as tar:
+        tar.extractall(dest, filter="data")
+    manifest = next(dest.glob("*/manifest.json"), None)
+    if manifest is None:
+        raise SystemExit(f"{labs_from} has no <profile>/manifest.json")
+    return manifest.parent, [json.loads(manifest.read_text())["root"]]
+
+
+def world_size(folder: Path) -> int | None:
+    """The most processes of one record of a lab's results.json."""
+    try:
+        recs = json.loads((folder / "results.json").read_text())
+    except (OSError, ValueError):
+        return None
+    sizes = [r.get("world_size") for r in recs]
+    return max((s for s in sizes if isinstance(s, int)), default=None)
+
+
+def add_stamp(nb: Path, line: str) -> None:
+    """Put the stamp under the page title (the first markdown cell's H1)."""
+    import nbformat
+    book = nbformat.read(nb, as_version=4)
+    cell = next(c for c in book.cells if c.cell_type == "markdown")
+    head, sep, rest = cell.source.partition("\n")
+    cell.source = f"{head}\n\n```{{note}}\n{line}\n```\n{sep}{rest}"
+    nbformat.write(book, nb)
+
+
+def scrub(nb: Path, roots: list[str]) -> None:
+    """Replace absolute checkout paths by paths relative to the project."""
+    text = nb.read_text()
+    for root in roots:
+        text = text.replace(root.rstrip("/") + "/", "").replace(root, ".")
+    nb.write_text(text)
+
+
+def stage(labs_from: Path | None, out: Path, partial: bool = False) -> Path:
     src = out / "src"
     if src.exists():
         shutil.rmtree(src)
@@ -41,14 +98,22 @@ def stage(labs_from: Path | None, out: Path) -> Path:
                 "__pycache__", ".ipynb_checkpoints", "profiles"))
         else:
             shutil.copy2(p, src / name)
+    roots = [str(ROOT)]
     if labs_from:
-        for nb in sorted((src / "labs").glob("[0-9]*_*.ipynb")):
-            name = nb.stem.partition("_")[2]
-            executed = labs_from / name / nb.name
-            if not executed.exists():
-                raise SystemExit(f"no executed copy of {nb.name} in {labs_from}: "
-                                 f"run scripts/run_labs.py first")
+        labs_from, node_roots = unpack(labs_from, out)
+        roots += node_roots
+    for nb in sorted((src / "labs").glob("[0-9]*_*.ipynb")):
+        name = nb.stem.partition("_")[2]
+        executed = labs_from / name / nb.name if labs_from else None
+        prov, n = None, None
+        if executed and executed.exists():
             shutil.copy2(executed, nb)
+            prov, n = of_notebook(nb), world_size(executed.parent)
+        elif executed and not partial:
+            raise SystemExit(f"no executed copy of {nb.name} in {labs_from}: "
+                             f"run scripts/run_labs.py first")
+        scrub(nb, roots)
+        add_stamp(nb, stamp(prov, n))
     return src
 
 
@@ -72,6 +137,11 @@ def main(argv=None) -> int:
     ap.add_argument("--student", action="store_true",
                     help="student edition (solutions removed), by default "
                     "in _build/student/_build")
+    ap.add_argument("--no-execute", action="store_true",
+                    help="do not run the chapters (a quick look at the labs' "
+                    "pages; the chapters' computed numbers are missing)")
+    ap.add_argument("--partial", action="store_true",
+                    help="labs missing from --labs-from: shown as committed")
     ap.add_argument("--out", type=Path, default=ROOT / "_build",
                     help="build folder (default _build): html/ goes there")
     a = ap.parse_args(argv)
@@ -79,9 +149,14 @@ def main(argv=None) -> int:
            and a.out == ROOT / "_build" else a.out).resolve()
     if out.name != "_build":  # jupyter-book writes to <path-output>/_build
         ap.error("--out must be a folder named _build, e.g. /tmp/me/_build")
-    src = stage(a.labs_from.resolve() if a.labs_from else None, out)
+    src = stage(a.labs_from.resolve() if a.labs_from else None, out,
+                a.partial)
     if a.student:
         student_edition(src)
+    if a.no_execute:
+        cfg = src / "_config.yml"
+        cfg.write_text(cfg.read_text().replace("execute_notebooks: force",
+                                               "execute_notebooks: \"off\""))
     for d in ("html", ".doctrees", "jupyter_execute"):
         shutil.rmtree(out / d, ignore_errors=True)
     cmd = [str(Path(sys.executable).with_name("jupyter-book")), "build",

@@ -3,6 +3,7 @@
     python scripts/run_labs.py --profile cpu                 # every lab
     python scripts/run_labs.py --profile gpu8 --only memory  # one lab
     python scripts/run_labs.py --profile gpu1                # one GPU
+    python scripts/run_labs.py --profile gpu8 --plan --price-per-hour 24
 
 Parameters come from ``labs/profiles/<profile>.yaml`` (one section per lab,
 keyed by the lab's name without its number). For each lab the executed
@@ -13,6 +14,14 @@ status and seconds, and the exit status is 1 if any lab failed. On a GPU
 profile a lab whose parameters need more GPUs than are visible (its world
 sizes: :func:`gpus_needed`) is not started: it is listed as ``skipped``
 with a "needs >= N GPUs" note, not as a failure.
+
+First the runner checks the machine (``python -m labkit preflight``) and
+stops, exit status 2, if a lab would fail. ``--plan`` prints each lab's
+estimated minutes and cost (``labkit.predict.labtime``) and runs nothing;
+after a run, ``run.json`` holds the estimate beside the actual minutes.
+Executed notebooks and ``run.json`` carry the run's provenance
+(``labkit.provenance``); ``results_dir`` is passed relative to the
+project, so no absolute path of this checkout reaches the book.
 """
 from __future__ import annotations
 
@@ -28,8 +37,10 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from labkit import preflight, provenance  # noqa: E402
 from labkit.launch import (checkout_pythonpath,  # noqa: E402
                            cuda_device_count)
+from labkit.predict import labtime  # noqa: E402
 
 LABS = ROOT / "labs"
 OUT = ROOT / "_build" / "labs"
@@ -47,12 +58,40 @@ def discover() -> dict[str, Path]:
     return {lab_name(p): p for p in sorted(LABS.glob("[0-9]*_*.ipynb"))}
 
 
+def plan(profile_name: str, profile: dict, chosen: list[str],
+         price_per_hour: float | None) -> dict[str, labtime.Estimate]:
+    """Print the estimated minutes and cost of each lab; start nothing."""
+    gpu = profile_name != "cpu"
+    est = labtime.plan(profile, gpu, chosen)
+    price = f"cost (${price_per_hour:g}/h)" if price_per_hour is not None \
+        else "cost"
+    print(f"{'lab':20s} {'launches':>8s} {'compute':>8s} {'comm':>6s} "
+          f"{'start-up':>8s} {'compile':>7s} {'minutes':>8s} {price:>16s}")
+    for n, e in est.items():
+        c = labtime.cost(e.minutes, price_per_hour)
+        print(f"{n:20s} {e.launches:8d} {e.compute_s / 60:8.2f} "
+              f"{e.comm_s / 60:6.2f} {e.startup_s / 60:8.2f} "
+              f"{e.compile_s / 60:7.2f} {e.minutes:8.2f} "
+              f"{'' if c is None else f'${c:,.2f}':>16s}")
+    total = sum(e.minutes for e in est.values())
+    c = labtime.cost(total, price_per_hour)
+    print(f"{'total':20s} {'':8s} {'':8s} {'':6s} {'':8s} {'':7s} "
+          f"{total:8.2f} {'' if c is None else f'${c:,.2f}':>16s}")
+    print(f"(minutes; compute at MFU {labtime.MFU:.0%} of {labtime.GPU} bf16 "
+          f"peak, start-up {labtime.LAUNCH_S if gpu else labtime.LAUNCH_S_CPU:g}"
+          f" s per launch assumed, DeepSpeed op compile "
+          f"{labtime.OP_COMPILE_S:g} s per op measured once"
+          + ("" if gpu else f"; on CPU only start-up is modelled, the "
+             f"budget is {BUDGET_S['cpu']:g} s per lab")
+          + "; nothing was run)")
+    return est
+
+
 def load_profile(profile: str) -> dict:
-    f = LABS / "profiles" / f"{profile}.yaml"
-    if not f.exists():
-        known = sorted(p.stem for p in (LABS / "profiles").glob("*.yaml"))
-        raise SystemExit(f"unknown profile {profile!r}; known: {known}")
-    return yaml.safe_load(f.read_text()) or {}
+    try:
+        return preflight.load_profile(profile)
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
 
 
 def keep_previous(folder: Path) -> Path | None:
@@ -69,19 +108,9 @@ def keep_previous(folder: Path) -> Path | None:
     return dest
 
 
-GPU_COUNT_KEYS = ("world_size", "world_sizes", "tp_sizes", "stages",
-                  "sweep_stages")
-
-
 def gpus_needed(params: dict) -> int:
     """Ranks (one GPU each) the lab's largest launch asks for."""
-    n = 1
-    for key in GPU_COUNT_KEYS:
-        v = params.get(key)
-        for x in (v if isinstance(v, list) else [v]):
-            if isinstance(x, int) and not isinstance(x, bool):
-                n = max(n, x)
-    return n
+    return preflight.lab_ranks(params)
 
 
 def has_cuda() -> bool:
@@ -116,7 +145,8 @@ def skip_gpu_cells(src: Path, dest: Path) -> int:
 
 
 def run_lab(name: str, nb: Path, profile: str, params: dict,
-            out: Path = OUT) -> tuple[str, float, str]:
+            out: Path = OUT, estimate: float | None = None,
+            checks: dict | None = None) -> tuple[str, float, str]:
     import papermill as pm
     out_dir = out / profile / name
     previous = keep_previous(out_dir)
@@ -127,7 +157,8 @@ def run_lab(name: str, nb: Path, profile: str, params: dict,
         nb_in = src
     else:
         nb_in = nb
-    parameters = {**params, "profile": profile, "results_dir": str(out_dir)}
+    parameters = {**params, "profile": profile,
+                  "results_dir": os.path.relpath(out_dir, LABS)}  # cwd: labs/
     (out_dir / "parameters.json").write_text(json.dumps(parameters, indent=1))
     t0 = time.perf_counter()
     status, detail = "ok", ""
@@ -149,10 +180,18 @@ def run_lab(name: str, nb: Path, profile: str, params: dict,
         nb_in.unlink()
     if previous:
         detail = (detail + "; " if detail else "") + f"previous run kept in {previous.name}"
+    prov = provenance.collect(profile, preflight=checks)
+    executed = out_dir / nb.name
+    if executed.exists():
+        provenance.stamp_notebook(executed, prov)
+    minutes = seconds / 60
     (out_dir / "run.json").write_text(json.dumps(
         {"lab": name, "profile": profile, "status": status,
          "seconds": round(seconds, 2), "detail": detail,
-         "finished": dt.datetime.now().isoformat(timespec="seconds")}, indent=1))
+         "finished": dt.datetime.now().isoformat(timespec="seconds"),
+         "minutes": {"predicted": estimate, "measured": round(minutes, 3),
+                     "ratio": (minutes / estimate if estimate else None)},
+         "provenance": prov}, indent=1))
     return status, seconds, detail
 
 
@@ -162,16 +201,41 @@ def main(argv=None) -> int:
     ap.add_argument("--profile", default="cpu")
     ap.add_argument("--only", action="append", default=[],
                     help="run just this lab (name, e.g. 'memory'); repeatable")
+    ap.add_argument("--plan", action="store_true",
+                    help="print estimated minutes and cost; run nothing")
+    ap.add_argument("--price-per-hour", type=float,
+                    help="USD per hour of the node, for --plan's cost")
+    ap.add_argument("--out", type=Path, default=OUT,
+                    help="results folder (default _build/labs)")
+    ap.add_argument("--skip-preflight", action="store_true")
     a = ap.parse_args(argv)
+    if a.price_per_hour is not None and not a.price_per_hour >= 0:
+        ap.error(f"--price-per-hour must be >= 0, got {a.price_per_hour:g}")
     labs = discover()
-    profile = load_profile(a.profile)
+    try:
+        profile = preflight.load_profile(a.profile)
+    except ValueError as e:
+        ap.error(str(e))
     unknown = [n for n in a.only if n not in labs]
     if unknown:
-        raise SystemExit(f"unknown lab(s) {unknown}; known: {sorted(labs)}")
+        ap.error(f"unknown lab(s) {unknown}; known: {sorted(labs)}")
     missing = sorted(set(profile) - set(labs))
     if missing:
         raise SystemExit(f"{a.profile}.yaml names labs that do not exist: {missing}")
     chosen = a.only or list(labs)
+    est = plan(a.profile, profile, chosen, a.price_per_hour)
+    if a.plan:
+        return 0
+    checks = None
+    if not a.skip_preflight:
+        found = preflight.run(a.profile)
+        checks = preflight.summary(found)
+        os.environ["LABKIT_PREFLIGHT"] = json.dumps(checks)  # for Results
+        print(preflight.table(found), flush=True)
+        if checks["exit"] == 2:
+            print(f"preflight failed: {'; '.join(checks['problems'])}; "
+                  "fix it, or pass --skip-preflight", file=sys.stderr)
+            return 2
     rows = []
     visible = cuda_device_count()
     for i, name in enumerate(chosen, 1):
@@ -182,8 +246,9 @@ def main(argv=None) -> int:
             detail = (f"needs >= {need} GPUs, {visible} visible: run it "
                       "with --profile cpu here, or on a bigger machine")
         else:
-            status, seconds, detail = run_lab(name, labs[name], a.profile,
-                                              profile.get(name) or {})
+            status, seconds, detail = run_lab(
+                name, labs[name], a.profile, profile.get(name) or {}, a.out,
+                round(est[name].minutes, 3), checks)
         print(f"[{i}/{len(chosen)}] {name}: {status} in {seconds:.1f} s"
               + (f" -- {detail}" if detail else ""), flush=True)
         rows.append((name, status, seconds, detail))
@@ -192,7 +257,7 @@ def main(argv=None) -> int:
         print(f"{name:24s} {status:8s} {seconds:8.1f}  {detail}")
     failed = [r for r in rows if r[1] not in ("ok", "skipped")]
     print(f"\n{len(rows) - len(failed)} passed, {len(failed)} failed"
-          f" (executed notebooks in {OUT / a.profile})")
+          f" (executed notebooks in {a.out / a.profile})")
     return 1 if failed else 0
 
 

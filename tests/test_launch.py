@@ -66,3 +66,48 @@ def test_gpu_profile_without_gpus_fails_before_start():
 def test_every_launch_needs_a_timeout():
     with pytest.raises(ValueError, match="timeout"):
         launch("labkit.runs.selftest", 2, timeout=0)
+
+
+@pytest.mark.parametrize("kw,message", [
+    ({"nnodes": 0}, "nnodes must be an integer >= 1"),
+    ({"nnodes": 2, "node_rank": 2, "rdzv_endpoint": "127.0.0.1:29500"},
+     "node_rank 2 is not below nnodes 2"),
+    ({"nnodes": 2, "node_rank": -1}, "node_rank must be an integer >= 0"),
+    ({"nnodes": 2, "node_rank": 1}, "rdzv_endpoint='host:port'"),
+    ({"nnodes": 2, "rdzv_endpoint": "node0"}, "rdzv_endpoint='host:port'"),
+])
+def test_bad_nodes_fail_before_start(kw, message, tmp_path):
+    with pytest.raises(ValueError, match=message):
+        launch("labkit.runs.selftest", 2, timeout=5, run_dir=tmp_path / "r",
+               **kw)
+    assert not (tmp_path / "r").exists()
+
+
+def test_unreachable_rendezvous_names_host_and_port(tmp_path):
+    from labkit.launch import free_port
+    port = free_port()                       # nobody listens there
+    t0 = time.monotonic()
+    with pytest.raises(LaunchError, match=f"127.0.0.1:{port} unreachable "
+                       "for 3 s"):
+        launch("labkit.runs.selftest", 2, timeout=3, nnodes=2, node_rank=1,
+               rdzv_endpoint=f"127.0.0.1:{port}", run_dir=tmp_path / "r")
+    assert time.monotonic() - t0 < 10
+    assert not (tmp_path / "r").exists()      # nothing was started
+
+
+def test_command_line_bad_nodes_one_line_exit_2():
+    import subprocess
+    import sys
+    from labkit.launch import ROOT, free_port
+    for extra, message in ((["--nnodes", "0"], "nnodes must be"),
+                           (["--nnodes", "2", "--node-rank", "3"],
+                            "node_rank 3 is not below nnodes 2"),
+                           (["--nnodes", "2", "--node-rank", "1",
+                             "--rdzv-endpoint", f"127.0.0.1:{free_port()}",
+                             "--timeout", "2"], "unreachable for 2 s")):
+        r = subprocess.run([sys.executable, "-m", "labkit.launch",
+                            "labkit.runs.selftest", "--nproc", "2", *extra],
+                           cwd=ROOT, capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 2 and message in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1

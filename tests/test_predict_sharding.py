@@ -140,3 +140,26 @@ def test_cli_bad_input_exit_2(args):
     r = _cli(*args)
     assert r.returncode == 2
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_node_split_of_hybrid_shard():
+    """Shard group = one node: all-gathers and reduce-scatters stay inside,
+    only the gradient shard's all-reduce (Phi/F per rank) crosses nodes."""
+    from labkit.predict.sharding import node_of_rank, node_split
+    units = [[[64, 64], [64]], [[256, 64]]]
+    psi = 64 * 64 + 64 + 256 * 64
+    node_of = node_of_rank(8, 4)
+    assert node_of == [0] * 4 + [1] * 4
+    for rank in (0, 5):
+        calls = S.predict_calls(units, 8, "hybrid_shard", shard_group=4,
+                              rank=rank)
+        shard = [c["ranks"] for c in calls if c["op"] == "all_gather"][0]
+        assert shard == list(range(rank - rank % 4, rank - rank % 4 + 4))
+        split = node_split(calls, node_of)
+        assert split["across"] == 4 * psi // 4           # Phi / F, fp32
+        assert split["inside"] == 3 * 4 * psi            # 3 Phi
+    # DDP over both nodes: everything crosses
+    ddp = S.predict_calls(units, 8, "ddp")
+    assert node_split(ddp, node_of) == {"inside": 0, "across": 4 * psi}
+    with pytest.raises(ValueError, match="do not fill nodes"):
+        node_of_rank(6, 4)

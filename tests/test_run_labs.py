@@ -77,11 +77,62 @@ def test_cpu_profile_equals_notebook_defaults(name):
         assert ast.literal_eval(defaults[key]["default"]) == value, key
 
 
-def test_unknown_lab_is_a_clear_error():
-    with pytest.raises(SystemExit, match="unknown lab"):
-        run_labs.main(["--profile", "cpu", "--only", "nonexistent"])
-    with pytest.raises(SystemExit, match="unknown profile"):
-        run_labs.main(["--profile", "tpu64"])
+@pytest.mark.parametrize("argv,message", [
+    (["--profile", "cpu", "--only", "nonexistent"], "unknown lab"),
+    (["--profile", "tpu64"], "unknown profile 'tpu64'"),
+    (["--profile", "gpu8", "--plan", "--price-per-hour", "-3"],
+     "--price-per-hour must be >= 0"),
+])
+def test_bad_input_is_one_clear_line_exit_2(argv, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        run_labs.main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and message in err[-1]
+
+
+def test_plan_prints_every_lab_and_runs_nothing(monkeypatch, capsys):
+    import subprocess
+    import psutil
+
+    def no_process(*a, **k):
+        raise AssertionError("--plan started a process")
+    monkeypatch.setattr(subprocess.Popen, "__init__", no_process)
+    monkeypatch.setattr(run_labs, "run_lab", no_process)
+    before = psutil.Process().children(recursive=True)
+    assert run_labs.main(["--profile", "gpu8", "--plan",
+                          "--price-per-hour", "24"]) == 0
+    assert psutil.Process().children(recursive=True) == before
+    out = capsys.readouterr().out.splitlines()
+    rows = {line.split()[0]: line.split() for line in out if line.split()}
+    for name in [*LABS, "total"]:
+        assert name in rows, name
+        minutes, cost = float(rows[name][-2]), rows[name][-1]
+        assert minutes > 0 and cost.startswith("$")
+    total = sum(float(rows[n][-2]) for n in LABS)
+    assert float(rows["total"][-2]) == pytest.approx(total, abs=0.02)
+    assert float(rows["total"][-1][1:].replace(",", "")) == pytest.approx(
+        float(rows["total"][-2]) / 60 * 24, abs=0.02)
+    assert "nothing was run" in out[-1]
+
+
+def test_failing_preflight_stops_the_run(monkeypatch, capsys):
+    """A lab would fail: exit 2 before any lab starts; the summary goes to
+    the kernels' environment (LABKIT_PREFLIGHT) when the run goes on."""
+    import os
+    from labkit.preflight import Check
+    started = []
+    monkeypatch.setattr(run_labs, "run_lab",
+                        lambda *a, **k: started.append(a) or ("ok", 0, ""))
+    monkeypatch.setattr(run_labs.preflight, "run", lambda name: [
+        Check("gpus", "fail", "0 CUDA GPUs", "8", "get a GPU node")])
+    assert run_labs.main(["--profile", "gpu8"]) == 2 and not started
+    assert "preflight failed: gpus" in capsys.readouterr().err
+    monkeypatch.setattr(run_labs.preflight, "run", lambda name: [
+        Check("cpu cores", "ok", "2 cores")])
+    monkeypatch.delenv("LABKIT_PREFLIGHT", raising=False)
+    assert run_labs.main(["--profile", "cpu", "--only", "memory"]) == 0
+    assert len(started) == 1
+    assert '"status": "ok"' in os.environ.pop("LABKIT_PREFLIGHT")
 
 
 def _kind(v):
@@ -120,7 +171,7 @@ def test_labs_needing_more_gpus_are_skipped_with_a_note(capsys,
     monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
     monkeypatch.setattr(run_labs, "cuda_device_count", lambda: 0)
     monkeypatch.setattr(run_labs, "run_lab", lambda *a: pytest.fail("ran"))
-    assert run_labs.main(["--profile", "gpu1"]) == 0
+    assert run_labs.main(["--profile", "gpu1", "--skip-preflight"]) == 0
     out = capsys.readouterr().out
     assert out.count("skipped") >= len(LABS)
     assert "needs >= 2 GPUs, 0 visible" in out

@@ -1,7 +1,7 @@
 """Counted bytes of real DDP / FSDP steps equal the prediction, exactly."""
 import pytest
 
-from labkit.launch import launch
+from labkit.launch import LaunchError, launch
 from labkit.predict.sharding import predict_calls, summarize
 from labkit.train import reference_losses
 from labkit.model import GPTConfig
@@ -80,3 +80,88 @@ def test_padding_is_predicted(tmp_path):
         assert run["per_step"][-1] == summarize(pred), s
     fsdp2 = rank0["runs"][0]["per_step"][-1]["all_gather"]["bytes"]
     assert fsdp2 > 2 * 4 * rank0["params"]          # padded rows
+
+
+def _two_nodes(tmp_path, module, args, timeout):
+    """Two torchrun agents on this machine, two ranks each, as two nodes
+    meeting at a c10d rendezvous on 127.0.0.1. Returns (results, errors,
+    run folders) per node."""
+    import threading
+    from labkit.launch import free_port
+    endpoint = f"127.0.0.1:{free_port()}"
+    out, errors = [None, None], [None, None]
+    dirs = [tmp_path / f"node{i}" for i in range(2)]
+
+    def node(i):
+        try:
+            out[i] = launch(module, 2, args, timeout=timeout, nnodes=2,
+                            node_rank=i, rdzv_endpoint=endpoint,
+                            run_dir=dirs[i])
+        except Exception as e:  # noqa: BLE001 - the test looks at it
+            errors[i] = e
+    threads = [threading.Thread(target=node, args=(i,)) for i in range(2)]
+    return threads, out, errors, dirs
+
+
+def test_hybrid_shard_on_two_nodes_splits_bytes_as_predicted(tmp_path):
+    from labkit.measure.collectives import split_by_node
+    from labkit.predict.sharding import node_of_rank, node_split
+    threads, out, errors, _ = _two_nodes(tmp_path, "labkit.runs.sharding", {
+        "strategies": "fsdp2_hybrid", "steps": 1,
+        "shard_group": 2}, timeout=240)
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [None, None], errors
+    ranks = sorted(out[0] + out[1], key=lambda r: r["rank"])
+    assert [r["rank"] for r in ranks] == [0, 1, 2, 3]
+    node_of = ranks[0]["node_of_rank"]
+    assert node_of == node_of_rank(4, 2)       # ranks numbered node by node
+    for rec in ranks:
+        for run in rec["runs"]:
+            s = run["strategy"]
+            pred = node_split(predict_calls(
+                rec["unit_shapes"], 4, s, shard_group=2, rank=rec["rank"],
+                version=1 if s.startswith("fsdp1") else 2), node_of)
+            measured = split_by_node(run["records"], node_of)
+            assert measured == pred, (rec["rank"], s)   # ratio 1.000
+            assert pred["inside"] > 0 and pred["across"] > 0
+            # across nodes: only the gradient shard's all-reduce, Phi/F
+            assert pred["across"] == 4 * rec["params"] // 2
+
+
+def test_killing_one_agent_ends_the_other(tmp_path):
+    """Node 0's agent dies (SIGKILL); node 1 fails with a clear error long
+    before its timeout, and no process of either node survives."""
+    import os
+    import signal
+    import time
+    from test_launch import _leftovers
+    timeout = 90
+    threads, out, errors, dirs = _two_nodes(
+        tmp_path, "labkit.runs.selftest", {"mode": "hang", "bad_rank": 1},
+        timeout=timeout)
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    agent, hanging = None, False
+    while not (agent and hanging) and time.monotonic() - t0 < 60:
+        ranks = _leftovers(dirs[0])
+        if len(ranks) >= 3:                      # the agent and its 2 ranks
+            agent = min(ranks)                   # torchrun: started first
+        # rank 1 hangs after an all-reduce of all 4 ranks: both nodes are up
+        hanging = any("hanging on purpose" in f.read_text(errors="replace")
+                      for d in dirs for f in (d / "logs").glob("**/std*.log"))
+        time.sleep(0.5)
+    assert agent and hanging, "the two nodes never got going"
+    os.kill(agent, signal.SIGKILL)
+    for t in threads:
+        t.join()
+    assert time.monotonic() - t0 < timeout
+    assert isinstance(errors[1], LaunchError), errors
+    assert "node 1 of 2" in str(errors[1])
+    assert "rendezvous 127.0.0.1:" in str(errors[1])
+    assert "--- rank" in str(errors[1])          # a failing rank's log
+    time.sleep(0.5)
+    assert _leftovers(dirs[0]) == [] and _leftovers(dirs[1]) == []

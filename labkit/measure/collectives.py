@@ -260,3 +260,21 @@ class CollectiveCounter(TorchDispatchMode):
             out[key]["calls"] += 1
             out[key]["bytes"] += r["bytes"]
         return {k: dict(v) for k, v in out.items()}
+
+    def by_node(self, node_of: list[int]) -> dict:
+        """``{"inside": bytes, "across": bytes}``: calls whose group's ranks
+        all run on one node, and calls whose group spans nodes. ``node_of``
+        is the node each global rank actually ran on (torchrun's
+        ``GROUP_RANK``, gathered from every rank)."""
+        return split_by_node(self.records, node_of)
+
+
+def split_by_node(records, node_of: list[int]) -> dict:
+    """Counted bytes inside one node vs across nodes (see ``by_node``)."""
+    out = {"inside": 0, "across": 0}
+    for r in records:
+        if r["ranks"] is None:
+            raise ValueError(f"{r['c10d_op']}: the group's ranks are unknown")
+        nodes = {node_of[rank] for rank in r["ranks"]}
+        out["across" if len(nodes) > 1 else "inside"] += r["bytes"]
+    return out

@@ -22,10 +22,22 @@ unwrapped replica on one device without communication (the compute), and
 the counted collectives replayed alone (the communication). The share of
 communication hidden behind compute is (compute + comm - step) / comm,
 clipped to [0, 1].
+
+On several nodes (``launch(..., nnodes=2, node_rank=i, rdzv_endpoint=...)``
+or torchrun on each node) every rank also saves ``node_of_rank``, the node
+(torchrun's ``GROUP_RANK``) each rank ran on, so the counted bytes split
+into inside a node and across nodes
+(:func:`labkit.measure.collectives.split_by_node`)::
+
+    torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d \
+        --rdzv-endpoint node0:29500 -m labkit.runs.sharding \
+        --strategies fsdp2_hybrid --shard-group 8
 """
 from __future__ import annotations
 
 import argparse
+import os
+import socket
 import statistics
 import time
 
@@ -164,6 +176,9 @@ def main(argv=None):
                    for u in sharding_units(model)]
     n_params = count_params(model)
     del model
+    nodes: list = [None] * ctx.world_size
+    tdist.all_gather_object(nodes, (int(os.environ.get("GROUP_RANK", 0)),
+                                    socket.gethostname()))
     runs = [run_strategy(s, config, ctx, a, a.bucket_cap_mb)
             for s in strategies]
     buckets = []
@@ -172,6 +187,8 @@ def main(argv=None):
         buckets = [run_strategy("ddp", config, ctx, b, cap) for cap in caps]
     dist.save(ctx, {"params": n_params, "unit_shapes": unit_shapes,
                     "config": vars(a), "runs": runs, "buckets": buckets,
+                    "node_of_rank": [n for n, _ in nodes],
+                    "hosts": [h for _, h in nodes],
                     "device": (torch.cuda.get_device_name(ctx.device)
                                if ctx.is_cuda else "cpu")})
     dist.close()

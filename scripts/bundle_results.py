@@ -1,0 +1,83 @@
+"""Pack one profile's lab results into one archive, to take off a node.
+
+    python scripts/bundle_results.py --profile gpu8
+    # -> _build/bundles/labs-gpu8-<date>-<commit>.tar.gz; then, anywhere:
+    make book PROFILE=gpu8 LABS_FROM=labs-gpu8-....tar.gz
+
+The archive holds ``<profile>/<lab>/`` for every lab run under
+``_build/labs/<profile>`` (the executed notebook, ``results.json``,
+``run.json``, ``parameters.json``; earlier runs kept under time-stamped
+names stay behind) and ``<profile>/manifest.json``: which labs, their
+status, the provenance of the run and the node's checkout path (the book
+build removes it from the pages).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+import tarfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from labkit.provenance import git_commit  # noqa: E402
+
+KEEP = ("results.json", "run.json", "parameters.json")
+
+
+def lab_folders(folder: Path) -> list[Path]:
+    """The current run of each lab (``<lab>/run.json``), not earlier ones."""
+    return sorted(d for d in folder.iterdir()
+                  if d.is_dir() and "." not in d.name
+                  and (d / "run.json").exists())
+
+
+def bundle(folder: Path, profile: str, out: Path) -> Path:
+    labs = lab_folders(folder)
+    if not labs:
+        raise SystemExit(f"no lab results in {folder}: run "
+                         f"scripts/run_labs.py --profile {profile} first")
+    runs = {d.name: json.loads((d / "run.json").read_text()) for d in labs}
+    manifest = {"profile": profile, "root": str(ROOT),
+                "created": dt.datetime.now(dt.timezone.utc).isoformat(
+                    timespec="seconds"),
+                "labs": {n: r["status"] for n, r in runs.items()},
+                "provenance": next(iter(runs.values())).get("provenance")}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(out, "w:gz") as tar:
+        for d in labs:
+            for f in sorted(d.iterdir()):
+                if f.name in KEEP or (f.suffix == ".ipynb"
+                                      and not f.name.startswith("input-")):
+                    tar.add(f, arcname=f"{profile}/{d.name}/{f.name}")
+        m = out.with_suffix(".manifest.json")
+        m.write_text(json.dumps(manifest, indent=1))
+        tar.add(m, arcname=f"{profile}/manifest.json")
+        m.unlink()
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--profile", default="gpu8")
+    ap.add_argument("--from", dest="src", type=Path,
+                    default=ROOT / "_build" / "labs",
+                    help="the runner's results folder (default _build/labs)")
+    ap.add_argument("--out", type=Path, help="archive to write (.tar.gz)")
+    a = ap.parse_args(argv)
+    folder = a.src / a.profile
+    if not folder.is_dir():
+        raise SystemExit(f"no results for profile {a.profile!r} in {a.src}")
+    name = (f"labs-{a.profile}-{dt.date.today():%Y%m%d}-"
+            f"{(git_commit() or 'nogit').replace('+', '-')}.tar.gz")
+    out = bundle(folder, a.profile,
+                 a.out or ROOT / "_build" / "bundles" / name)
+    print(f"bundle: {out} ({out.stat().st_size / 1e6:.1f} MB); build the "
+          f"book with: make book PROFILE={a.profile} LABS_FROM={out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""Preflight: one table, exit 0/1/2, a clear line for what would fail."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from labkit import preflight
+from labkit.predict import labtime
+from labkit.preflight import Check
+
+ROOT = preflight.ROOT
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "labkit", "preflight", *args],
+                          cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.mark.distributed
+def test_cpu_profile_passes_here_with_a_table():
+    r = _cli("--profile", "cpu")
+    assert r.returncode == 0, r.stdout + r.stderr
+    for name in ("cpu cores", "torch", "deepspeed", "busbw probe",
+                 "host ram", "disk"):
+        assert name in r.stdout
+    assert "gloo 2 ranks" in r.stdout and r.stdout.rstrip().endswith("=> OK")
+
+
+def test_gpu8_without_gpus_exits_2_with_one_line_reason():
+    r = _cli("--profile", "gpu8", "--json")
+    assert r.returncode == 2, r.stdout + r.stderr
+    out = json.loads(r.stdout)
+    assert out["status"] == "fail"
+    gpus = next(c for c in out["checks"] if c["name"] == "gpus")
+    assert gpus["status"] == "fail" and "needs 8 CUDA GPUs" in gpus["fix"]
+    probe = next(c for c in out["checks"] if c["name"] == "busbw probe")
+    assert probe["found"] == "not run"         # nothing was launched
+    assert out["reason"].startswith("the gpu8 profile needs 8 CUDA GPUs")
+
+
+def test_unknown_profile_is_one_line_exit_2():
+    r = _cli("--profile", "tpu64")
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0 and "unknown profile" in r.stderr
+
+
+def test_needs_come_from_the_profile_not_a_list():
+    prof = {"a": {"world_sizes": [2, 16]}, "b": {"tp_sizes": [4]},
+            "c": {"model": {"layers": 2, "hidden": 64, "heads": 4,
+                            "vocab": 256, "seq": 32}, "bf16": True}}
+    assert preflight.ranks_needed(prof) == 16
+    assert preflight.largest_model(prof)[:2] == ("c", 2 * 12 * 64 * 64 + (
+        2 * 13 * 64) + (256 + 32) * 64 + 256 * 64 + 2 * 64)
+    gpu8 = preflight.load_profile("gpu8")
+    assert labtime.deepspeed_ops(gpu8) == ["async_io", "cpu_adam"]
+    assert labtime.deepspeed_ops(preflight.load_profile("cpu")) == []
+    ram, disk = preflight.offload_bytes(gpu8)
+    assert ram > 0 and disk == ram
+
+
+def test_interconnect_is_read_from_nvidia_smi_topo():
+    nv = "GPU0\tX\tNV18\nGPU1\tNV18\tX\n"
+    pcie = "GPU0\tX\tPIX\nGPU1\tPIX\tX\n"
+    assert preflight.interconnect(nv) == "NVLink"
+    assert preflight.interconnect(pcie) == "PCIe"
+
+
+def test_exit_status_is_the_worst_line():
+    ok, warn = Check("a", "ok", "x"), Check("b", "warn", "y", "z")
+    fail = Check("c", "fail", "0 GPUs", "8", "get GPUs")
+    assert preflight.summary([ok])["exit"] == 0
+    assert preflight.summary([ok, warn])["exit"] == 1
+    s = preflight.summary([ok, warn, fail])
+    assert s["exit"] == 2 and s["reason"] == "get GPUs"
+    assert "get GPUs" in preflight.table([ok, fail])
