@@ -6,6 +6,7 @@
         --vocab 51200 --batch 1536
     python -m labkit pipeline --schedule 1f1b --stages 4 --microbatches 8
     python -m labkit profile RUN_DIR
+    python -m labkit plan --params 70e9 --gpus 8 --gpu a100-80gb --batch 64
 
 Each command lives in the module named below and exposes
 ``add_arguments(parser)`` and ``main(args) -> int``. Bad input: a one-line
@@ -23,6 +24,7 @@ COMMANDS = {
     "flops": ("labkit.predict.flops", "parameters, FLOPs per iteration, MFU"),
     "pipeline": ("labkit.predict.pipeline_parallel", "pipeline schedules and bubble fraction"),
     "profile": ("labkit.measure.profiling", "compute / comm / data / idle breakdown of traces"),
+    "plan": ("labkit.predict.choosing", "rank parallel layouts: memory, step time, MFU"),
 }
 
 
