@@ -13,7 +13,7 @@ export TORCH_EXTENSIONS_DIR := $(CURDIR)/.cache/torch_extensions
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: setup book labs test test-fast benchmark clean
+.PHONY: setup book labs test test-fast benchmark clean colossalai
 
 setup: $(STAMP)
 
@@ -24,6 +24,19 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install -q --no-deps -e .
 	touch $(STAMP)
 
+# Colossal-AI pins torch<=2.5.1: its own environment, used only by the
+# ranks of lab 9 (labkit.launch(..., python=...)); nothing leaks into .venv.
+CAI_VENV  := .venv-colossalai
+CAI_STAMP := $(CAI_VENV)/.installed
+
+colossalai: $(CAI_STAMP)
+
+$(CAI_STAMP): requirements-colossalai.txt
+	test -x $(CAI_VENV)/bin/python || $(PYTHON) -m venv $(CAI_VENV)
+	$(CAI_VENV)/bin/python -m pip install -q --upgrade pip
+	$(CAI_VENV)/bin/python -m pip install -q -r requirements-colossalai.txt
+	touch $(CAI_STAMP)
+
 labs: $(STAMP)
 	$(BIN)/python scripts/run_labs.py --profile $(PROFILE)
 
@@ -33,7 +46,7 @@ book: labs
 # Strict build of the book, labs as committed (they are executed by nbval
 # below, once); then every test, the labs through nbval, and the offline
 # check of the HTML just built.
-test: $(STAMP)
+test: $(STAMP) $(CAI_STAMP)
 	$(BIN)/python scripts/build_book.py --strict
 	LABKIT_BOOK_BUILT=1 $(BIN)/python -m pytest tests labs --nbval-lax \
 		--durations=15 -q

@@ -167,19 +167,25 @@ def _kill_group(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
 def launch(module: str, nproc: int, args: list | tuple | dict = (), *,
            timeout: float = DEFAULT_TIMEOUT_S, backend: str | None = None,
            require_gpu: bool = False, run_dir: str | Path | None = None,
-           env: dict | None = None) -> list[dict]:
+           env: dict | None = None,
+           python: str | Path | None = None) -> list[dict]:
     """Run ``torchrun -m module`` on ``nproc`` ranks; return rank JSON records.
 
     ``args`` is a list of strings, or a dict turned into ``--key value``
     flags (``True`` gives a bare flag, lists are joined with commas).
     Raises ``ValueError`` for bad requests (before any process starts) and
     :class:`LaunchError` on a crash, a non-zero exit or a timeout, with the
-    failing rank's log tail in the message.
+    failing rank's log tail in the message. ``python``: the interpreter
+    that runs torchrun and the ranks (default: this one), e.g. another
+    environment's ``.venv-colossalai/bin/python``.
     """
     backend = pick_backend(nproc, backend, require_gpu)
     if timeout is None or timeout <= 0:
         raise ValueError("every launch needs a positive timeout in seconds")
     argv = _as_argv(args)
+    python = str(python or sys.executable)
+    if not Path(python).exists():
+        raise ValueError(f"no Python interpreter at {python}")
     run_dir = Path(run_dir) if run_dir else Path(
         tempfile.mkdtemp(prefix=module.rsplit(".", 1)[-1] + "-",
                          dir=_scratch()))
@@ -188,7 +194,7 @@ def launch(module: str, nproc: int, args: list | tuple | dict = (), *,
     run_dir.mkdir(parents=True)
 
     port = free_port()
-    cmd = [sys.executable, "-m", "torch.distributed.run",
+    cmd = [python, "-m", "torch.distributed.run",
            f"--nproc-per-node={nproc}", "--nnodes=1",
            "--master-addr=127.0.0.1", f"--master-port={port}",
            f"--log-dir={run_dir / 'logs'}", "--redirects=3", "--tee=0",

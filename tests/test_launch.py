@@ -66,3 +66,11 @@ def test_gpu_profile_without_gpus_fails_before_start():
 def test_every_launch_needs_a_timeout():
     with pytest.raises(ValueError, match="timeout"):
         launch("labkit.runs.selftest", 2, timeout=0)
+
+
+def test_missing_interpreter_fails_before_start(tmp_path):
+    run_dir = tmp_path / "run"
+    with pytest.raises(ValueError, match="no Python interpreter"):
+        launch("labkit.runs.selftest", 2, timeout=5, run_dir=run_dir,
+               python=tmp_path / "no-such-python")
+    assert not run_dir.exists()
