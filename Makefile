@@ -26,15 +26,22 @@ $(STAMP): requirements.txt pyproject.toml
 
 # Colossal-AI pins torch<=2.5.1: its own environment, used only by the
 # ranks of lab 9 (labkit.launch(..., python=...)); nothing leaks into .venv.
-CAI_VENV  := .venv-colossalai
-CAI_STAMP := $(CAI_VENV)/.installed
+# The pinned freeze installs with --no-deps from a wheel folder kept outside
+# the checkout (built once, about 5.8 GB), so a fresh clone on the same
+# machine resolves and downloads nothing.
+CAI_VENV   := .venv-colossalai
+CAI_STAMP  := $(CAI_VENV)/.installed
+CAI_WHEELS ?= $(HOME)/.cache/labkit/wheels-colossalai
+CAI_PIP     = $(CAI_VENV)/bin/python -m pip install -q --no-deps --no-index \
+	--find-links $(CAI_WHEELS) -r requirements-colossalai.txt
 
 colossalai: $(CAI_STAMP)
 
 $(CAI_STAMP): requirements-colossalai.txt
 	test -x $(CAI_VENV)/bin/python || $(PYTHON) -m venv $(CAI_VENV)
-	$(CAI_VENV)/bin/python -m pip install -q --upgrade pip
-	$(CAI_VENV)/bin/python -m pip install -q -r requirements-colossalai.txt
+	$(CAI_PIP) 2>/dev/null || { $(CAI_VENV)/bin/python -m pip wheel -q \
+		--no-deps -w $(CAI_WHEELS) -r requirements-colossalai.txt && \
+		$(CAI_PIP); }
 	touch $(CAI_STAMP)
 
 labs: $(STAMP)
