@@ -35,7 +35,7 @@ from labkit.measure.memory import unique_bytes
 from labkit.model import (add_shape_arguments, build, config_from_args,
                           count_params, rank_batches, sharding_units)
 from labkit.runs.colossalai_patches import NEEDS, apply
-from labkit.train import make_optimizer, mean_over_ranks
+from labkit.train import LR, make_optimizer, mean_over_ranks
 
 PLUGINS = tuple(NEEDS)
 
@@ -93,7 +93,7 @@ def run_plugin(name: str, config, ctx, a) -> dict:
     if ctx.is_cuda:
         torch.cuda.reset_peak_memory_stats(ctx.device)
     booster = Booster(plugin=make_plugin(name, a.bf16))
-    model, opt, *_ = _boost(booster, config, a)
+    model, opt, *_ = _boost(booster, name, config, a)
     losses, measured, counter = [], None, None
     data = rank_batches(config, a.batch, ctx, a.steps + a.time_steps, a.seed)
     times = []
@@ -105,7 +105,7 @@ def run_plugin(name: str, config, ctx, a) -> dict:
             opt.zero_grad()
             loss = model(x, y)
             booster.backward(loss, opt)
-            if last:
+            if last and name != "gemini":  # Gemini: bytes live in chunks
                 measured = state_bytes(model, opt)
             opt.step()
             dist.sync(ctx)
@@ -130,8 +130,13 @@ def run_plugin(name: str, config, ctx, a) -> dict:
     return out
 
 
-def _boost(booster, config, a):
+def _boost(booster, name: str, config, a):
     model = build(config, a.seed)
+    if name == "gemini":  # GeminiOptimizer accepts only its own Adams
+        from colossalai.nn.optimizer import HybridAdam
+        # adamw_mode=False, no weight decay: the Adam of labkit.train
+        return booster.boost(model, HybridAdam(model.parameters(), lr=LR,
+                                               adamw_mode=False))
     return booster.boost(model, make_optimizer(model))
 
 
