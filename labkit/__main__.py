@@ -6,6 +6,7 @@
         --vocab 51200 --batch 1536
     python -m labkit pipeline --schedule 1f1b --stages 4 --microbatches 8
     python -m labkit profile RUN_DIR
+    python -m labkit plan --params 70e9 --gpus 8 --gpu a100-80gb --batch 64
 
 Each command lives in the module named below and exposes
 ``add_arguments(parser)`` and ``main(args) -> int``. Bad input: a one-line
@@ -24,6 +25,7 @@ COMMANDS = {
     "pipeline": ("labkit.predict.pipeline_parallel", "pipeline schedules and bubble fraction"),
     "profile": ("labkit.measure.profiling", "compute / comm / data / idle breakdown of traces"),
     "preflight": ("labkit.preflight", "is this machine what a lab profile needs? (exit 0/1/2)"),
+    "plan": ("labkit.predict.choosing", "rank parallel layouts: memory, step time, MFU"),
 }
 
 

@@ -238,8 +238,8 @@ def launch(module: str, nproc: int, args: list | tuple | dict = (), *,
            timeout: float = DEFAULT_TIMEOUT_S, backend: str | None = None,
            require_gpu: bool = False, run_dir: str | Path | None = None,
            env: dict | None = None, nnodes: int = 1, node_rank: int = 0,
-           rdzv_endpoint: str | None = None,
-           max_restarts: int = 0) -> list[dict]:
+           rdzv_endpoint: str | None = None, max_restarts: int = 0,
+           python: str | Path | None = None) -> list[dict]:
     """Run ``torchrun -m module`` on ``nproc`` ranks; return rank JSON records.
 
     ``nproc`` ranks per node; with ``nnodes`` > 1 the records are those of
@@ -251,7 +251,9 @@ def launch(module: str, nproc: int, args: list | tuple | dict = (), *,
     whole group is started again after a rank fails (chapter 8).
     Raises ``ValueError`` for bad requests (before any process starts) and
     :class:`LaunchError` on a crash, a non-zero exit or a timeout, with the
-    failing rank's log tail in the message.
+    failing rank's log tail in the message. ``python``: the interpreter
+    that runs torchrun and the ranks (default: this one), e.g. another
+    environment's ``.venv-colossalai/bin/python``.
     """
     endpoint = check_nodes(nnodes, node_rank, rdzv_endpoint)
     backend = pick_backend(nproc, backend, require_gpu)
@@ -260,6 +262,9 @@ def launch(module: str, nproc: int, args: list | tuple | dict = (), *,
     if not isinstance(max_restarts, int) or max_restarts < 0:
         raise ValueError(f"max_restarts must be an integer >= 0, got "
                          f"{max_restarts!r}")
+    python = str(python or sys.executable)
+    if not Path(python).exists():
+        raise ValueError(f"no Python interpreter at {python}")
     started = time.monotonic()
     if endpoint and node_rank > 0:
         wait_for_endpoint(*endpoint, timeout)
@@ -271,7 +276,7 @@ def launch(module: str, nproc: int, args: list | tuple | dict = (), *,
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True)
 
-    cmd = [sys.executable, "-m", "torch.distributed.run",
+    cmd = [python, "-m", "torch.distributed.run",
            f"--nproc-per-node={nproc}", *_rendezvous(endpoint, nnodes,
                                                      node_rank, timeout),
            f"--max-restarts={max_restarts}",

@@ -111,3 +111,11 @@ def test_command_line_bad_nodes_one_line_exit_2():
                            timeout=60)
         assert r.returncode == 2 and message in r.stderr, r.stderr
         assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_missing_interpreter_fails_before_start(tmp_path):
+    run_dir = tmp_path / "run"
+    with pytest.raises(ValueError, match="no Python interpreter"):
+        launch("labkit.runs.selftest", 2, timeout=5, run_dir=run_dir,
+               python=tmp_path / "no-such-python")
+    assert not run_dir.exists()

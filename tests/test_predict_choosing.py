@@ -1,0 +1,163 @@
+"""The layout planner against published training configurations.
+
+The rule every published layout must pass, with the planner's default
+assumptions (matmuls at 50% of the dense peak, links at 80%):
+- it is feasible on A100-80GB with the paper's recomputation;
+- it is near the top: its predicted step time is within ``NEAR_TOP`` of the
+  best layout the planner finds under the same recomputation;
+- its predicted throughput is within ``BAND`` of what the paper achieved.
+"""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from labkit.predict.choosing import (GPUS, Assumptions, Cluster, Model, plan,
+                                     standard_model)
+from labkit.predict.memory import ledger
+
+V, S = 51200, 2048
+NEAR_TOP = 1.25   # predicted step time / best predicted step time
+BAND = (0.75, 1.25)  # predicted / achieved throughput
+
+# Narayanan et al. 2021 (SC'21), Table 1: billions, heads, hidden, layers,
+# TP, PP, GPUs, batch, achieved TFLOP/s per GPU (hardware FLOPs, full
+# recomputation, A100-80GB on Selene).
+TABLE1 = [
+    (1.7, 24, 2304, 24, 1, 1, 32, 512, 137),
+    (3.6, 32, 3072, 30, 2, 1, 64, 512, 138),
+    (7.5, 32, 4096, 36, 4, 1, 128, 512, 142),
+    (18.4, 48, 6144, 40, 8, 1, 256, 1024, 135),
+    (39.1, 64, 8192, 48, 8, 2, 512, 1536, 138),
+    (76.1, 80, 10240, 60, 8, 4, 1024, 1792, 140),
+    (145.6, 96, 12288, 80, 8, 8, 1536, 2304, 148),
+    (310.1, 128, 16384, 96, 8, 16, 1920, 2160, 155),
+    (529.6, 128, 20480, 105, 8, 35, 2520, 2520, 163),
+    (1008.0, 160, 25600, 128, 8, 64, 3072, 3072, 163),
+]
+# Smith et al. 2022 ("Using DeepSpeed and Megatron to Train Megatron-Turing
+# NLG 530B"), Sec. 3 and Table 1: 105 layers, hidden 20480, 128 heads,
+# TP 8 x PP 35, micro-batch 1, batch 1920, full recomputation, on 280 / 350
+# / 420 DGX A100 nodes: 126 / 121 / 113 TFLOP/s per GPU.
+MTNLG = [(280, 126), (350, 121), (420, 113)]
+# Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large
+# Transformer Models"), Table 3 (configurations: heads, hidden, layers, TP,
+# PP, GPUs, batch) and Table 5 (MFU with sequence parallelism and
+# selective recomputation).
+KORTHIKANTI = [
+    (22, 64, 6144, 48, 8, 1, 8, 4, 0.415),
+    (175, 96, 12288, 96, 8, 8, 64, 64, 0.514),
+    (530, 128, 20480, 105, 8, 35, 280, 280, 0.560),
+    (1000, 160, 25600, 128, 8, 64, 512, 512, 0.563),
+]
+
+
+def _published(model, batch, gpus, recompute, tp, pp, sp=False,
+               micro_batch=None):
+    """The published layout (best micro-batch) and the best overall."""
+    lays = plan(model, batch, Cluster(gpus, 8, "a100-80gb"),
+                recompute=(recompute,), sequence_parallel=(False, True))
+    ok = [x for x in lays if x.feasible]
+    mine = [x for x in ok if (x.tp, x.pp, x.sequence_parallel) == (tp, pp, sp)
+            and micro_batch in (None, x.micro_batch)]
+    assert mine, f"tp{tp} pp{pp} does not fit"
+    return min(mine, key=lambda x: x.step_s), ok[0]
+
+
+@pytest.mark.parametrize("row", TABLE1, ids=lambda r: f"{r[0]}B")
+def test_narayanan_table1(row):
+    _, heads, h, layers, t, p, gpus, batch, tflops = row
+    mine, best = _published(Model(layers, h, heads, S, V), batch, gpus,
+                            "full", t, p)
+    assert mine.dp * t * p == gpus
+    assert mine.step_s <= NEAR_TOP * best.step_s
+    assert BAND[0] <= mine.hw_tflops_per_gpu / tflops <= BAND[1]
+
+
+@pytest.mark.parametrize("nodes,tflops", MTNLG)
+def test_megatron_turing_nlg(nodes, tflops):
+    mine, best = _published(Model(105, 20480, 128, S, V), 1920, nodes * 8,
+                            "full", 8, 35, micro_batch=1)
+    assert mine.step_s <= NEAR_TOP * best.step_s
+    assert BAND[0] <= mine.hw_tflops_per_gpu / tflops <= BAND[1]
+
+
+@pytest.mark.parametrize("row", KORTHIKANTI, ids=lambda r: f"{r[0]}B")
+def test_korthikanti_sequence_parallel(row):
+    _, heads, h, layers, t, p, gpus, batch, mfu = row
+    mine, best = _published(Model(layers, h, heads, S, V), batch, gpus,
+                            "selective", t, p, sp=True)
+    assert mine.step_s <= NEAR_TOP * best.step_s
+    assert BAND[0] <= mine.mfu / mfu <= BAND[1]
+
+
+def test_memory_is_the_ledger_plus_activations():
+    m = Model(4, 256, 8, 128, 1000)
+    lay = plan(m, 8, Cluster(4, 4, "a100-40gb"), tp=1, pp=1,
+               micro_batch=2, recompute=("none",), zero=(3,),
+               sequence_parallel=(False,))[0]
+    psi = 4 * (12 * 256 ** 2 + 13 * 256) + (1000 + 128) * 256
+    led = ledger(psi, 4, "zero3")
+    assert lay.memory["params"] == led.params_gpu
+    assert lay.memory["optimizer"] == led.optimizer_gpu
+    assert lay.memory["total"] == pytest.approx(sum(
+        v for k, v in lay.memory.items() if k not in ("total", "cpu")))
+    # Korthikanti Table 2, no parallelism: s b h (34 + 5 a s / h) per layer
+    s, b, h, a = 128, 2, 256, 8
+    assert lay.memory["activations"] == 4 * s * b * h * (34 + 5 * a * s / h)
+
+
+def test_ranked_and_offload_uses_host_memory():
+    m = standard_model(70e9)
+    lays = plan(m, 64, Cluster(8, 8, "a100-80gb"),
+                offload=("none", "optimizer", "params"))
+    ok = [x for x in lays if x.feasible]
+    assert [x.step_s for x in ok] == sorted(x.step_s for x in ok)
+    off = [x for x in ok if x.offload != "none"]
+    assert all(x.host_memory_per_node > 0 for x in off)
+    assert all(x.time["offload"] > 0 for x in off)
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "labkit", "plan", *args],
+                          capture_output=True, text=True)
+
+
+def test_cli_json():
+    r = _cli("--params", "13e9", "--gpus", "8", "--gpu", "a100-80gb",
+             "--batch", "32", "--top", "3", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["feasible"] > 0 and len(d["layouts"]) == 3
+    steps = [x["step_s"] for x in d["layouts"]]
+    assert steps == sorted(steps)
+
+
+@pytest.mark.parametrize("args", [
+    ("--params", "13e9", "--gpus", "8", "--batch", "32", "--tp", "3"),
+    ("--params", "13e9", "--gpus", "8", "--batch", "32", "--pp", "3"),
+    ("--params", "13e9", "--gpus", "8", "--batch", "30", "--tp", "2",
+     "--pp", "1"),
+    ("--params", "13e9", "--gpus", "0", "--batch", "32"),
+    ("--params", "-5", "--gpus", "8", "--batch", "32"),
+    ("--params", "13e9", "--gpus", "8", "--batch", "32", "--gpu", "tpu"),
+    ("--layers", "2", "--hidden", "64", "--heads", "4", "--seq", "8",
+     "--vocab", "8", "--batch", "0", "--gpus", "1"),
+])
+def test_cli_bad_input_is_one_line_exit_2(args):
+    r = _cli(*args)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_cli_nothing_fits_says_what_is_short():
+    r = _cli("--params", "175e9", "--gpus", "8", "--gpu", "a100-40gb",
+             "--batch", "8")
+    assert r.returncode == 1
+    assert "GB more than the 40 GB" in r.stderr
+
+
+def test_presets_cite_sources():
+    assert all(g.source and g.memory > 0 for g in GPUS.values())
+    assert Assumptions().efficiency == 0.5

@@ -1,0 +1,53 @@
+"""labkit.runs.colossalai and its patches, without starting Colossal-AI.
+
+The Colossal-AI ranks themselves run once per test run, in lab 9 (nbval),
+against the single-process reference and the ledger; importing Colossal-AI
+costs tens of seconds, so these tests keep to what runs in ``.venv``.
+"""
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from labkit.model import GPTConfig, batch, build, count_params
+from labkit.runs.colossalai import PLUGINS, state_bytes
+from labkit.runs.colossalai_patches import NEEDS, PATCHES, apply
+from labkit.train import make_optimizer, train_step
+
+
+def test_state_bytes_of_a_plain_model_is_the_fp32_ledger():
+    c = GPTConfig()
+    model = build(c)
+    opt = make_optimizer(model)
+    train_step(model, opt, *batch(c, 4, 0))
+    psi = count_params(model)
+    b = state_bytes(model, opt)
+    assert (b["params"], b["grads"], b["optimizer"]) == (4 * psi, 4 * psi,
+                                                         8 * psi)
+    assert b["grad_store"] == b["master"] == 0
+
+
+def test_every_patch_is_named_by_a_plugin_and_documented():
+    used = {p for names in NEEDS.values() for p in names}
+    assert used == set(PATCHES)
+    for f in PATCHES.values():   # each cites the Colossal-AI code
+        assert "colossalai/" in f.__doc__
+    assert set(PLUGINS) == set(NEEDS)
+
+
+def test_unknown_plugin_is_a_clear_error():
+    with pytest.raises(ValueError, match="unknown plugin"):
+        apply("gemini2")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_no_patch_on_a_gpu():
+    assert all(apply(p) == [] for p in NEEDS)
+
+
+def test_bad_plugin_fails_before_colossalai_is_imported():
+    r = subprocess.run([sys.executable, "-m", "labkit.runs.colossalai",
+                        "--plugins", "torch_ddp,nope"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "unknown plugins" in r.stderr
