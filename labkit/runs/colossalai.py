@@ -29,7 +29,7 @@ import time
 
 import torch
 
-from labkit import dist
+from labkit import device, dist
 from labkit.measure.collectives import CollectiveCounter
 from labkit.measure.memory import unique_bytes
 from labkit.model import (add_shape_arguments, build, config_from_args,
@@ -40,7 +40,7 @@ from labkit.train import LR, make_optimizer, mean_over_ranks
 PLUGINS = tuple(NEEDS)
 
 
-def make_plugin(name: str, bf16: bool):
+def make_plugin(name: str, bf16: bool, cuda: bool):
     from colossalai.booster import plugin as P
     precision = "bf16" if bf16 else "fp32"
     if name == "torch_ddp":
@@ -48,7 +48,7 @@ def make_plugin(name: str, bf16: bool):
     if name.startswith("low_level_zero_"):
         # overlap_communication needs a side stream: a GPU only
         return P.LowLevelZeroPlugin(stage=int(name[-1]), precision=precision,
-                                    overlap_communication=torch.cuda.is_available())
+                                    overlap_communication=cuda)
     if name == "torch_fsdp":
         from torch.distributed.fsdp.wrap import ModuleWrapPolicy
 
@@ -90,9 +90,8 @@ def run_plugin(name: str, config, ctx, a) -> dict:
     from colossalai.booster import Booster
 
     patches = apply(name)
-    if ctx.is_cuda:
-        torch.cuda.reset_peak_memory_stats(ctx.device)
-    booster = Booster(plugin=make_plugin(name, a.bf16))
+    device.reset_peak(ctx.device)
+    booster = Booster(plugin=make_plugin(name, a.bf16, ctx.is_cuda))
     model, opt, *_ = _boost(booster, name, config, a)
     losses, measured, counter = [], None, None
     data = rank_batches(config, a.batch, ctx, a.steps + a.time_steps, a.seed)
@@ -122,9 +121,8 @@ def run_plugin(name: str, config, ctx, a) -> dict:
     if times:
         out["step_s"] = statistics.median(times)
         out["tokens_per_s"] = a.batch * config.seq / out["step_s"]
-    if ctx.is_cuda:
-        out["max_memory_allocated"] = torch.cuda.max_memory_allocated(
-            ctx.device)
+    # CUDA's allocator peak; None on CPU (no allocator statistics there)
+    out["max_memory_allocated"] = device.peak_bytes(ctx.device)["bytes"]
     del model, opt, booster
     dist.release(ctx)
     return out
@@ -173,8 +171,7 @@ def main(argv=None):
                     "runs": runs, "train_s": time.perf_counter() - t0,
                     "colossalai_version": colossalai.__version__,
                     "torch_version": torch.__version__,
-                    "device": (torch.cuda.get_device_name(ctx.device)
-                               if ctx.is_cuda else "cpu")})
+                    "device": device.name(ctx.device)})
     dist.close()
 
 
