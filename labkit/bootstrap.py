@@ -48,7 +48,9 @@ def cell_source(req: str) -> str:
         'if importlib.util.find_spec("labkit") is None:\n'
         f"    print({json.dumps(PROGRESS)}, flush=True)\n"
         '    subprocess.run([sys.executable, "-m", "pip", "install", "-q",\n'
-        '                    course or sys.exit("set LABKIT_SOURCE")], check=True)')
+        '                    course or sys.exit(\n'
+        '        "this copy names no repository: set LABKIT_SOURCE to "\n'
+        '        "git+https://github.com/OWNER/REPO")], check=True)')
 
 
 def labs() -> list[Path]:
