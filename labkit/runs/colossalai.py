@@ -34,10 +34,12 @@ from labkit.measure.collectives import CollectiveCounter
 from labkit.measure.memory import unique_bytes
 from labkit.model import (add_shape_arguments, build, config_from_args,
                           count_params, rank_batches, sharding_units)
+from labkit.runs.colossalai_hybrid import PLUGINS as HYBRID
 from labkit.runs.colossalai_patches import NEEDS, apply
 from labkit.train import LR, make_optimizer, mean_over_ranks
 
-PLUGINS = tuple(NEEDS)
+# HybridParallelPlugin needs a shardformer policy: labkit.runs.colossalai_hybrid
+PLUGINS = tuple(p for p in NEEDS if p not in HYBRID)
 
 
 def make_plugin(name: str, bf16: bool, cuda: bool):

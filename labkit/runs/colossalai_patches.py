@@ -23,6 +23,8 @@ NEEDS = {
     "low_level_zero_2": ("zero_sanity_check", "cpu_streams"),
     "torch_fsdp": ("fsdp_device_id",),
     "gemini": (),
+    "hybrid_tp2": ("cpu_rng", "gpt2_set_device"),
+    "hybrid_pp2": ("cpu_rng", "gpt2_set_device", "gloo_p2p_backend"),
 }
 
 
@@ -88,8 +90,58 @@ def fsdp_device_id() -> None:
     m.TorchFSDPPlugin.configure = patched
 
 
+def cpu_rng() -> None:
+    """colossalai/shardformer/layer/utils.py, ``Randomizer.__init__``
+    (built for every dropout shardformer replaces) calls
+    ``get_accelerator().get_rng_state()`` and ``.manual_seed(seed)``; on
+    CPU (colossalai/accelerator/cpu_accelerator.py) the first calls
+    ``torch.get_rng_state(device)``, which torch 2.5 does not accept
+    (TypeError), and the second raises "not supported". The CPU
+    generator is the device's: read it and seed it. ``Randomizer`` sets the
+    original state back at once, so the training's random stream (and its
+    dropout, here p = 0) is unchanged.
+    """
+    from colossalai.accelerator.cpu_accelerator import CpuAccelerator
+    CpuAccelerator.get_rng_state = lambda self, device=None: (
+        torch.get_rng_state())
+    CpuAccelerator.manual_seed = lambda self, seed: torch.manual_seed(seed)
+
+
+def gpt2_set_device() -> None:
+    """colossalai/shardformer/modeling/gpt2.py,
+    ``GPT2PipelineForwards.gpt2_model_forward``: calls
+    ``torch.cuda.set_device(hidden_states.device)`` before every block,
+    which raises "Expected a cuda device" for a CPU tensor. On a machine
+    without CUDA, ``torch.cuda.set_device`` of a CPU device does nothing
+    (there is no current CUDA device to choose); any other device still
+    reaches torch.
+    """
+    set_device = torch.cuda.set_device
+
+    def patched(device):
+        if torch.device(device).type == "cpu":
+            return None
+        return set_device(device)
+
+    torch.cuda.set_device = patched
+
+
+def gloo_p2p_backend() -> None:
+    """colossalai/pipeline/p2p.py, ``_check_for_nccl_hccl_backend``:
+    compares the group's backend with ``c10d.Backend.NCCL`` and then
+    ``c10d.Backend.HCCL``, a name torch 2.5 does not define; with NCCL the
+    first test is true and the second never runs, with gloo it raises
+    AttributeError. Define the name (Ascend's backend string, "hccl"), so
+    that gloo is answered "not NCCL/HCCL" and P2P uses CPU tensors.
+    """
+    from torch.distributed import distributed_c10d as c10d
+    if not hasattr(c10d.Backend, "HCCL"):
+        c10d.Backend.HCCL = "hccl"
+
+
 PATCHES = {f.__name__: f for f in (zero_sanity_check, cpu_streams,
-                                   fsdp_device_id)}
+                                   fsdp_device_id, cpu_rng, gpt2_set_device,
+                                   gloo_p2p_backend)}
 _applied: set = set()
 
 
