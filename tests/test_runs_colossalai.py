@@ -6,12 +6,16 @@ costs tens of seconds, so these tests keep to what runs in ``.venv``.
 """
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 from labkit.model import GPTConfig, batch, build, count_params
+from labkit.launch import launch
+from labkit.predict.tensor_parallel import layer_params
 from labkit.runs.colossalai import PLUGINS, state_bytes
+from labkit.runs.colossalai_hybrid import PLUGINS as HYBRID
 from labkit.runs.colossalai_patches import NEEDS, PATCHES, apply
 from labkit.train import make_optimizer, train_step
 
@@ -33,7 +37,8 @@ def test_every_patch_is_named_by_a_plugin_and_documented():
     assert used == set(PATCHES)
     for f in PATCHES.values():   # each cites the Colossal-AI code
         assert "colossalai/" in f.__doc__
-    assert set(PLUGINS) == set(NEEDS)
+    assert set(PLUGINS) | set(HYBRID) == set(NEEDS)
+    assert not set(PLUGINS) & set(HYBRID)
 
 
 def test_unknown_plugin_is_a_clear_error():
@@ -51,3 +56,31 @@ def test_bad_plugin_fails_before_colossalai_is_imported():
                         "--plugins", "torch_ddp,nope"],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "unknown plugins" in r.stderr
+
+
+CAI_PYTHON = Path(__file__).parents[1] / ".venv-colossalai" / "bin" / "python"
+
+
+@pytest.mark.skipif(not CAI_PYTHON.exists(), reason="make colossalai first")
+def test_hybrid_parallel_matches_one_process_and_the_tp_ledger():
+    """HybridParallelPlugin tp=2 and pp=2 (2 gloo ranks) against the same
+    GPT-2 trained in one process, and each rank's parameters against
+    Megatron's split (``layer_params``) and the pipeline's stages."""
+    c = GPTConfig()
+    ranks = launch("labkit.runs.colossalai_hybrid", 2,
+                   {"plugins": ",".join(HYBRID)}, timeout=240,
+                   python=CAI_PYTHON)
+    h, v = c.hidden, c.vocab
+    layer = {t: layer_params(h, t)["total"] for t in (1, 2)}
+    # tp=2: token embedding and head split by vocabulary; position
+    # embedding and final LayerNorm replicated
+    tp = c.layers * layer[2] + 2 * v * h // 2 + c.seq * h + 2 * h
+    half = c.layers // 2 * layer[1]
+    pp = [half + v * h + c.seq * h, half + 2 * h + v * h]   # by stage
+    for r in ranks:
+        ref = r["reference_losses"]
+        for name in HYBRID:
+            run = r["runs"][name]
+            assert run["losses"] == pytest.approx(ref, rel=1e-6, abs=0)
+        assert r["runs"]["hybrid_tp2"]["param_bytes"] == 4 * tp
+        assert r["runs"]["hybrid_pp2"]["param_bytes"] == 4 * pp[r["rank"]]
