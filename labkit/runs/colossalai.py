@@ -34,12 +34,27 @@ from labkit.measure.collectives import CollectiveCounter
 from labkit.measure.memory import unique_bytes
 from labkit.model import (add_shape_arguments, build, config_from_args,
                           count_params, rank_batches, sharding_units)
-from labkit.runs.colossalai_hybrid import PLUGINS as HYBRID
 from labkit.runs.colossalai_patches import NEEDS, apply
 from labkit.train import LR, make_optimizer, mean_over_ranks
 
 # HybridParallelPlugin needs a shardformer policy: labkit.runs.colossalai_hybrid
-PLUGINS = tuple(p for p in NEEDS if p not in HYBRID)
+PLUGINS = tuple(p for p in NEEDS if not p.startswith("hybrid_"))
+
+
+def plugin_list(parser, text: str, known) -> list[str]:
+    """``--plugins a,b`` as a list; an unknown name exits before any work."""
+    plugins = [s for s in text.split(",") if s]
+    bad = [s for s in plugins if s not in known]
+    if bad:
+        parser.error(f"unknown plugins {bad}; choose from {known}")
+    return plugins
+
+
+def start(seed: int):
+    """Colossal-AI's launch (gloo on CPU), then labkit's context."""
+    import colossalai
+    colossalai.launch_from_torch(seed=seed, verbose=False)
+    return dist.init()
 
 
 def make_plugin(name: str, bf16: bool, cuda: bool):
@@ -153,18 +168,14 @@ def main(argv=None):
     p.add_argument("--bf16", action="store_true")
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
-    plugins = [s for s in a.plugins.split(",") if s]
-    bad = [s for s in plugins if s not in PLUGINS]
-    if bad:
-        p.error(f"unknown plugins {bad}; choose from {PLUGINS}")
+    plugins = plugin_list(p, a.plugins, PLUGINS)
     if a.steps < 2 or a.time_steps < 0:
         p.error("--steps must be >= 2 (Adam's states exist after the first)"
                 " and --time-steps >= 0")
     config = config_from_args(a)
     import colossalai
     t0 = time.perf_counter()
-    colossalai.launch_from_torch(seed=a.seed, verbose=False)
-    ctx = dist.init()
+    ctx = start(a.seed)
     model = build(config, a.seed)
     units = [[list(q.shape) for q in u.parameters()]
              for u in sharding_units(model)]

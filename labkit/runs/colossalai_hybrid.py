@@ -31,6 +31,7 @@ from labkit import dist
 from labkit.measure.memory import unique_bytes
 from labkit.model import (GPTConfig, add_shape_arguments, batch,
                           config_from_args)
+from labkit.runs.colossalai import plugin_list, start
 from labkit.runs.colossalai_patches import apply
 from labkit.train import make_optimizer
 
@@ -52,14 +53,15 @@ def build_hf(config: GPTConfig, seed: int = 0, attn: str = "eager"):
     return GPT2LMHeadModel(hf)
 
 
-def hf_batch(config: GPTConfig, batch_size: int, step: int, seed: int = 0):
+def hf_batch(config: GPTConfig, batch_size: int, step: int, seed: int = 0,
+             device="cpu"):
     """The global batch of ``labkit.model.batch`` as Hugging Face inputs.
 
     An all-ones ``attention_mask`` (no padding): shardformer's GPT-2
     forward (``colossalai/shardformer/modeling/gpt2.py``,
     ``_get_attention_mask``) reads its size and fails without one.
     """
-    x, _ = batch(config, batch_size, step, seed)
+    x, _ = batch(config, batch_size, step, seed, device=device)
     return {"input_ids": x, "attention_mask": torch.ones_like(x),
             "labels": x}
 
@@ -97,7 +99,7 @@ def run_plugin(name, config, ctx, a) -> dict:
     model, opt, *_ = booster.boost(model, make_optimizer(model))
     losses = []
     for step in range(a.steps):
-        data = hf_batch(config, a.batch, step, a.seed)
+        data = hf_batch(config, a.batch, step, a.seed, ctx.device)
         opt.zero_grad()
         if name == "hybrid_pp2":
             out = booster.execute_pipeline(
@@ -106,7 +108,7 @@ def run_plugin(name, config, ctx, a) -> dict:
             # the loss exists on the last stage; broadcast it
             last = ctx.world_size - 1
             t = (out["loss"].detach().clone() if ctx.rank == last
-                 else torch.zeros(()))
+                 else torch.zeros((), device=ctx.device))
             torch.distributed.broadcast(t, src=last)
             loss = t.item()
         else:
@@ -136,18 +138,14 @@ def main(argv=None):
     add_shape_arguments(p)
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
-    plugins = [s for s in a.plugins.split(",") if s]
-    bad = [s for s in plugins if s not in PLUGINS]
-    if bad:
-        p.error(f"unknown plugins {bad}; choose from {PLUGINS}")
+    plugins = plugin_list(p, a.plugins, PLUGINS)
     if a.steps < 1 or a.microbatches < 1 or a.batch % a.microbatches:
         p.error("--steps and --microbatches must be >= 1 and the batch "
                 "must divide by --microbatches")
     config = config_from_args(a)
     import colossalai
     t0 = time.perf_counter()
-    colossalai.launch_from_torch(seed=a.seed, verbose=False)
-    ctx = dist.init()
+    ctx = start(a.seed)
     ref = reference(config, a.steps, a.batch, a.seed, a.attn)
     full = build_hf(config, a.seed, a.attn)
     runs = {s: run_plugin(s, config, ctx, a) for s in plugins}
