@@ -76,3 +76,16 @@ def test_check_tolerance_is_a_few_eps():
     assert TP.check_tolerance("bf16") == 4 * 2.0 ** -7
     with pytest.raises(ValueError):
         TP.check_tolerance("fp8")
+
+
+def test_rank_params_add_up_to_the_model_plus_what_tp_replicates():
+    from labkit.predict.tensor_parallel import layer_params, rank_params
+    whole = rank_params(2, 64, 256, 32)
+    assert whole == [2 * layer_params(64)["total"] + 2 * 256 * 64 + 32 * 64
+                     + 2 * 64]
+    assert sum(rank_params(2, 64, 256, 32, pp=2)) == whole[0]
+    tp = rank_params(2, 64, 256, 32, tp=2)
+    replicated = 2 * layer_params(64, 2)["replicated"] + 32 * 64 + 2 * 64
+    assert tp[0] == tp[1] and sum(tp) == whole[0] + replicated
+    with pytest.raises(ValueError):
+        rank_params(3, 64, 256, 32, pp=2)

@@ -119,6 +119,31 @@ def layer_params(hidden: int, tp: int = 1, mlp_ratio: int = 4) -> dict:
             "total": sharded + replicated}
 
 
+def rank_params(layers: int, hidden: int, vocab: int, seq: int, tp: int = 1,
+                pp: int = 1, mlp_ratio: int = 4) -> list[int]:
+    """Parameters each rank holds, rank by rank, TP inside PP stages.
+
+    A GPT with untied token embedding and head: with ``tp`` both are split
+    by vocabulary (Megatron's vocabulary-parallel embedding and
+    column-parallel head), the position embedding and the final LayerNorm
+    are replicated, each layer splits as :func:`layer_params`. With ``pp``
+    the layers split evenly into stages (``layers`` must divide); the
+    first stage holds the embeddings, the last the final LayerNorm and the
+    head. Ranks ``i * tp .. i * tp + tp - 1`` form stage ``i``.
+    """
+    _positive(layers=layers, hidden=hidden, vocab=vocab, seq=seq, tp=tp,
+              pp=pp)
+    if layers % pp or vocab % tp:
+        raise ValueError(f"layers {layers} must divide by pp={pp} and vocab "
+                         f"{vocab} by tp={tp}")
+    h = hidden
+    stages = [layers // pp * layer_params(h, tp, mlp_ratio)["total"]
+              for _ in range(pp)]
+    stages[0] += vocab * h // tp + seq * h
+    stages[-1] += 2 * h + vocab * h // tp
+    return [n for n in stages for _ in range(tp)]
+
+
 def activation_bytes(seq: int, micro_batch: int, hidden: int, heads: int,
                      tp: int = 1, sequence_parallel: bool = False,
                      recompute: str = "none", layers: int = 1) -> float:
