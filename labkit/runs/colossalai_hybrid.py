@@ -12,11 +12,20 @@ with the tiny GPT's shape: same layers, hidden, heads, vocab, sequence,
 MLP ratio 4, exact GELU, no dropout, an untied head, eager attention.
 Its loss is Hugging Face's: ``labels = input_ids``, shifted inside.
 
-Rank 0 first trains the same model in one process, the reference (same
-seed, same batches, same Adam, ``labkit.train.make_optimizer``); then
+Each rank first trains the same model alone, without collectives: the
+single-process reference (same seed, same full batches, same Adam,
+``labkit.train.make_optimizer``); then
 every rank trains each plugin in turn: ``hybrid_tp2`` (tp_size=2,
 Megatron-style tensor parallelism) and ``hybrid_pp2`` (pp_size=2, 1F1B
-with ``--microbatches`` micro-batches). Each record holds the losses, the
+with ``--microbatches`` micro-batches). Settings: ``precision="fp32"`` (the
+default is fp16), the rest Colossal-AI's defaults, stated here because
+they decide what is measured: ``zero_stage=0`` (no ZeRO, so
+``overlap_communication`` has nothing to overlap), ``max_norm=0`` (no
+clipping), no fused kernels, no flash attention, no sequence parallelism,
+``parallel_output=True`` (the head's logits stay split by vocabulary and
+the loss is shardformer's ``dist_cross_entropy``),
+``make_vocab_size_divisible_by=64`` (a vocabulary of 256 is not padded),
+``overlap_p2p=True``. Each record holds the losses, the
 parameters this rank holds (name, shape, bytes), and the patches of
 CUDA-only calls it needed (``labkit.runs.colossalai_patches``).
 """
