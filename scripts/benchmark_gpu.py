@@ -38,12 +38,10 @@ sys.path.insert(0, str(ROOT))
 
 
 def parse_args(argv=None):
+    from labkit.model import add_shape_arguments
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--layers", type=int, default=16)
-    p.add_argument("--hidden", type=int, default=2048)
-    p.add_argument("--heads", type=int, default=16)
-    p.add_argument("--vocab", type=int, default=50304)
-    p.add_argument("--seq", type=int, default=2048)
+    add_shape_arguments(p, layers=16, hidden=2048, heads=16, vocab=50304,
+                        seq=2048)
     p.add_argument("--batch", type=int, default=8, help="micro-batch")
     p.add_argument("--steps", type=int, default=20, help="timed steps")
     p.add_argument("--warmup", type=int, default=5)
@@ -65,7 +63,7 @@ def main(argv=None) -> int:
     import torch
 
     from labkit import device as D
-    from labkit.model import GPTConfig, batch, build, count_params
+    from labkit.model import batch, build, config_from_args, count_params
     from labkit.train import make_optimizer, maybe_compile, train_step
 
     if a.device == "cuda" and not torch.cuda.is_available():
@@ -73,8 +71,7 @@ def main(argv=None) -> int:
                          "(--device cpu runs a smoke test, no MFU)")
     dev = torch.device(a.device, 0) if a.device == "cuda" else \
         torch.device("cpu")
-    config = GPTConfig(vocab=a.vocab, seq=a.seq, layers=a.layers,
-                       hidden=a.hidden, heads=a.heads)
+    config = config_from_args(a)
     if dev.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True   # fp32 leftovers
         from labkit.predict.memory import layers_that_fit

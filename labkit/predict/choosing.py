@@ -62,24 +62,29 @@ class GPU:
     name: str
     peak: str          # key of labkit.predict.flops.PEAKS
     memory: float      # bytes, nominal (GB = 1e9; 80 GB A100 = 80e9)
-    intra: str         # default link inside a node (predict.collectives)
     inter: str         # default link between nodes, one NIC per GPU
     host: str          # GPU <-> host link, for offload
     host_memory: float  # bytes of CPU memory per node (reference system)
     source: str
 
+    @property
+    def intra(self) -> str:
+        """Default link inside a node: the one ``flops.GPU_LINKS`` gives
+        the GPU's preset (NVLink 3 for A100, NVLink 4 for H100/H200)."""
+        return _flops.GPU_LINKS[self.peak]
+
 
 GPUS = {g.name: g for g in (
-    GPU("a100-40gb", "a100", 40 * GB, "nvlink3", "ib-hdr", "pcie4",
+    GPU("a100-40gb", "a100", 40 * GB, "ib-hdr", "pcie4",
         1024 * GB, "NVIDIA A100 datasheet: 40 GB HBM2, 312 TFLOPS bf16; "
         "DGX A100 (320 GB): 1 TB system memory, 8x HDR 200 Gb/s"),
-    GPU("a100-80gb", "a100", 80 * GB, "nvlink3", "ib-hdr", "pcie4",
+    GPU("a100-80gb", "a100", 80 * GB, "ib-hdr", "pcie4",
         2048 * GB, "NVIDIA A100 datasheet: 80 GB HBM2e, 312 TFLOPS bf16; "
         "DGX A100 (640 GB): 2 TB system memory, 8x HDR 200 Gb/s"),
-    GPU("h100-80gb", "h100", 80 * GB, "nvlink4", "ib-ndr", "pcie5",
+    GPU("h100-80gb", "h100-sxm", 80 * GB, "ib-ndr", "pcie5",
         2048 * GB, "NVIDIA H100 SXM datasheet: 80 GB HBM3, 989.4 TFLOPS "
         "bf16 dense; DGX H100: 2 TB system memory, 8x NDR 400 Gb/s"),
-    GPU("h200", "h200", 141 * GB, "nvlink4", "ib-ndr", "pcie5",
+    GPU("h200", "h200", 141 * GB, "ib-ndr", "pcie5",
         2048 * GB, "NVIDIA H200 SXM datasheet: 141 GB HBM3e, 989.4 TFLOPS "
         "bf16 dense; DGX H200: 2 TB system memory, 8x NDR 400 Gb/s"),
 )}
