@@ -5,6 +5,7 @@
     with atomic_step_dir(root, step, meta) as tmp:     # write into tmp ...
         dcp.save(state, checkpoint_id=tmp)             # ... renamed when done
     latest = latest_checkpoint(root)                   # skips half-written ones
+    found, bad = newest_good_checkpoint(root)          # checks every byte
 
 Rules (chapter 8): checkpoints live under ``_build/`` only, never in the
 source tree; a checkpoint is written to ``step-NNNNNN.tmp`` and renamed to
@@ -12,11 +13,19 @@ source tree; a checkpoint is written to ``step-NNNNNN.tmp`` and renamed to
 leaves a ``.tmp`` folder that :func:`latest_checkpoint` never returns; a
 full disk, an unwritable folder or a checkpoint of another model shape is
 one :class:`CheckpointError` that says what to do.
+
+Checkpoints verify themselves: the metadata, written last, holds the size
+and SHA-256 of every file (each rank's shard, DCP's ``.metadata``).
+:func:`newest_good_checkpoint` walks back from the newest step; a folder
+whose files do not match (truncated, zeroed, one bit flipped) is named in
+one line and renamed ``step-NNNNNN.corrupt``: kept aside, never deleted,
+and never loaded again.
 """
 from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import os
 import re
@@ -87,6 +96,74 @@ def latest_checkpoint(root: str | Path) -> tuple[int, Path] | None:
     return max(found) if found else None
 
 
+def file_sums(folder: Path) -> dict:
+    """``{relative path: {"bytes": n, "sha256": hex}}`` of every file but
+    the metadata itself."""
+    sums = {}
+    for f in sorted(Path(folder).rglob("*")):
+        if f.is_file() and f.name != META:
+            with open(f, "rb") as fh:
+                digest = hashlib.file_digest(fh, "sha256").hexdigest()
+            sums[str(f.relative_to(folder))] = {"bytes": f.stat().st_size,
+                                                "sha256": digest}
+    return sums
+
+
+def damage(folder: Path) -> str | None:
+    """What is wrong with a checkpoint folder, or None if it verifies."""
+    try:
+        meta = json.loads((Path(folder) / META).read_text())
+        recorded = meta.get("files")
+    except (OSError, ValueError, AttributeError) as e:
+        return f"unreadable {META}: {e}"
+    if recorded is None:   # written before checksums: cannot be checked
+        return None
+    actual = file_sums(folder)
+    for name, want in recorded.items():
+        got = actual.get(name)
+        if got is None:
+            return f"{name} is missing"
+        if got["bytes"] != want["bytes"]:
+            return (f"{name} has {got['bytes']:,} bytes, "
+                    f"{want['bytes']:,} were written")
+        if got["sha256"] != want["sha256"]:
+            return f"{name} does not match its SHA-256"
+    return None
+
+
+def set_aside(folder: Path) -> Path:
+    """Rename a damaged checkpoint to ``step-NNNNNN.corrupt`` (never delete)."""
+    dest, n = folder.with_name(folder.name + ".corrupt"), 1
+    while dest.exists():
+        dest, n = folder.with_name(f"{folder.name}.corrupt-{n}"), n + 1
+    os.replace(folder, dest)
+    return dest
+
+
+def newest_good_checkpoint(root: str | Path, say=None
+                           ) -> tuple[tuple[int, Path] | None, list[str]]:
+    """(step, folder) of the newest checkpoint that verifies, and the
+    names of the damaged ones set aside on the way (one line each).
+
+    One process only (rank 0), before the others look: it renames.
+    """
+    root, bad = Path(root), []
+    while (found := latest_checkpoint(root)) is not None:
+        why = damage(found[1])
+        if why is None:
+            return found, bad
+        dest = set_aside(found[1])
+        bad.append(found[1].name)
+        (say or _say)(f"checkpoint {found[1].name} in {root} is damaged "
+                      f"({why}): kept aside as {dest.name}, trying the one "
+                      "before")
+    return None, bad
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
 def check_meta(folder: Path, expected: dict) -> dict:
     """The checkpoint's recorded model shape must be this run's."""
     meta = json.loads((Path(folder) / META).read_text())
@@ -124,7 +201,8 @@ def atomic_step_dir(root: Path, step: int, meta: dict, is_writer: bool = True,
         yield tmp
         sync()   # every rank's shard is on disk
         if is_writer:
-            _write_json(tmp / META, {"step": step, **meta})
+            _write_json(tmp / META, {"step": step, **meta,
+                                     "files": file_sums(tmp)})
             if final.exists():
                 shutil.rmtree(final)
             os.replace(tmp, final)

@@ -68,3 +68,35 @@ def test_another_model_shape(root):
         check_meta(root / "step-000002", {"layers": 4, "hidden": 64})
     assert json.loads((root / "step-000002" / "labkit-meta.json")
                       .read_text())["step"] == 2
+
+
+def _flip_bit(f):
+    data = bytearray(f.read_bytes())
+    data[len(data) // 2] ^= 0x10
+    f.write_bytes(bytes(data))
+
+
+DAMAGE = {
+    "truncated": lambda f: f.write_bytes(f.read_bytes()[:-7]),
+    "zeroed": lambda f: f.write_bytes(bytes(f.stat().st_size)),
+    "one bit flipped": _flip_bit,
+}
+
+
+@pytest.mark.parametrize("how", sorted(DAMAGE))
+def test_damaged_newest_is_set_aside_and_named(root, how):
+    from labkit.checkpoint import newest_good_checkpoint
+    for step in (2, 4):
+        with atomic_step_dir(root, step, META) as tmp:
+            (tmp / "__0_0.distcp").write_bytes(bytes(range(256)) * 8)
+            (tmp / ".metadata").write_bytes(b"meta")
+    DAMAGE[how](root / "step-000004" / "__0_0.distcp")
+    said = []
+    found, bad = newest_good_checkpoint(root, say=said.append)
+    assert found == (2, root / "step-000002") and bad == ["step-000004"]
+    assert len(said) == 1 and "step-000004" in said[0] \
+        and "__0_0.distcp" in said[0] and "\n" not in said[0]
+    kept = root / "step-000004.corrupt"
+    assert (kept / "__0_0.distcp").exists()          # never deleted
+    assert latest_checkpoint(root)[0] == 2          # never loaded again
+    assert newest_good_checkpoint(root, say=said.append) == (found, [])

@@ -1,0 +1,26 @@
+"""Run one rank's module so that it dies with its torchrun agent.
+
+    torchrun ... -m labkit.launch.rank MODULE ARGS   # as `launch` does
+
+Sets ``PR_SET_PDEATHSIG`` (SIGKILL) and then runs ``MODULE`` as
+``__main__``, exactly as ``python -m MODULE ARGS`` would. torchrun starts
+each rank in a session of its own, so when torchrun is SIGKILLed its
+ranks would run on; with this, Linux kills them (the guard,
+:mod:`labkit.launch.guard`, sweeps up anything that still remains).
+"""
+import os
+import runpy
+import signal
+import sys
+
+from labkit.launch.guard import die_with_parent
+
+if __name__ == "__main__":
+    agent = os.getppid()
+    die_with_parent(signal.SIGKILL)
+    if os.getppid() != agent:   # the agent died before the line above
+        sys.exit(128 + signal.SIGKILL)
+    if len(sys.argv) < 2:
+        sys.exit("usage: python -m labkit.launch.rank MODULE [ARGS...]")
+    module = sys.argv.pop(1)
+    runpy.run_module(module, run_name="__main__", alter_sys=True)
