@@ -13,7 +13,10 @@ Chapters are executed at build time (cheap: pure formulas and plots). The
 build folder is cleaned first; ``--strict`` adds ``-W -n --keep-going``.
 
 ``--labs-from`` also takes an archive of ``scripts/bundle_results.py``;
-with ``--partial`` a lab missing from it is shown as committed. Each lab
+with ``--partial`` a lab missing from it is shown as committed. Only a
+lab's last complete run is staged (``labkit.labruns``), never a failed,
+interrupted or unfinished one, and the build says which run it used when
+a newer one was left out; a truncated or damaged bundle is one line. Each lab
 page starts with its stamp (``labkit.provenance.stamp``: where and with
 what it was measured, or that it was not run), and the absolute path of
 this checkout (and of the node's, from a bundle) is taken out of the
@@ -22,18 +25,22 @@ staged notebooks, so no published page shows a local path.
 from __future__ import annotations
 
 import argparse
+import gzip
+import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tarfile
+import zlib
 from pathlib import Path
 
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from labkit import labruns  # noqa: E402
 from labkit.launch import checkout_pythonpath  # noqa: E402
 from labkit.provenance import of_notebook, stamp  # noqa: E402
 
@@ -45,17 +52,50 @@ def unpack(labs_from: Path, out: Path) -> tuple[Path, list[str]]:
     folder of lab results, and the checkout paths to take out of pages."""
     if labs_from.is_dir():
         return labs_from, []
-    if not tarfile.is_tarfile(labs_from):
+    with open(labs_from, "rb") as f:
+        gz = f.read(2) == b"\x1f\x8b"
+    if not gz and not tarfile.is_tarfile(labs_from):
         raise SystemExit(f"--labs-from {labs_from}: neither a folder nor a "
                          "bundle (.tar.gz of scripts/bundle_results.py)")
+    damaged = (f"--labs-from {labs_from}: the bundle is damaged "
+               "({}); copy it again, or make it again with "
+               "scripts/bundle_results.py")
     dest = out / "bundle"
     shutil.rmtree(dest, ignore_errors=True)
-    with tarfile.open(labs_from) as tar:
-        tar.extractall(dest, filter="data")
+    try:
+        if gz:   # read it whole: gzip checks its length and CRC at the end
+            with gzip.open(labs_from) as g:
+                while g.read(1 << 20):
+                    pass
+        with tarfile.open(labs_from) as tar:
+            tar.extractall(dest, filter="data")
+    except (EOFError, OSError, tarfile.TarError, ValueError,
+            zlib.error) as e:
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise SystemExit(damaged.format(why)) from None
     manifest = next(dest.glob("*/manifest.json"), None)
     if manifest is None:
         raise SystemExit(f"{labs_from} has no <profile>/manifest.json")
-    return manifest.parent, [json.loads(manifest.read_text())["root"]]
+    meta = json.loads(manifest.read_text())
+    for arcname, digest in meta.get("files", {}).items():
+        f = dest / arcname
+        if not f.is_file() or hashlib.sha256(
+                f.read_bytes()).hexdigest() != digest:
+            raise SystemExit(damaged.format(f"{arcname} does not match "
+                                            "its SHA-256"))
+    for lab, run in sorted(meta.get("runs", {}).items()):
+        print(f"bundle: {lab} from run {run}")
+    return manifest.parent, [meta["root"]]
+
+
+def executed_copy(labs_from: Path, name: str,
+                  notebook: str) -> tuple[Path | None, str]:
+    """The executed notebook of ``name``'s last complete run, and a line
+    saying which run that is (None: no complete run)."""
+    run, note = labruns.last_complete(labs_from, name)
+    if run is None or not (run / notebook).exists():
+        return None, note
+    return run / notebook, note
 
 
 def world_size(folder: Path) -> int | None:
@@ -102,16 +142,21 @@ def stage(labs_from: Path | None, out: Path, partial: bool = False) -> Path:
     if labs_from:
         labs_from, node_roots = unpack(labs_from, out)
         roots += node_roots
+        for run in labruns.label_interrupted(labs_from):
+            print(f"an earlier run was interrupted: labelled {run.name}")
     for nb in sorted((src / "labs").glob("[0-9]*_*.ipynb")):
         name = nb.stem.partition("_")[2]
-        executed = labs_from / name / nb.name if labs_from else None
+        executed, note = executed_copy(labs_from, name, nb.name) \
+            if labs_from else (None, "")
         prov, n = None, None
-        if executed and executed.exists():
+        if executed:
+            if executed.parent.name != name or "left out" in note:
+                print(note)
             shutil.copy2(executed, nb)
             prov, n = of_notebook(nb), world_size(executed.parent)
-        elif executed and not partial:
-            raise SystemExit(f"no executed copy of {nb.name} in {labs_from}: "
-                             f"run scripts/run_labs.py first")
+        elif labs_from and not partial:
+            raise SystemExit(f"no executed copy of {nb.name} in {labs_from}"
+                             f" ({note}): run scripts/run_labs.py first")
         scrub(nb, roots)
         add_stamp(nb, stamp(prov, n))
     return src

@@ -5,16 +5,20 @@
     make book PROFILE=gpu8 LABS_FROM=labs-gpu8-....tar.gz
 
 The archive holds ``<profile>/<lab>/`` for every lab run under
-``_build/labs/<profile>`` (the executed notebook, ``results.json``,
-``run.json``, ``parameters.json``; earlier runs kept under time-stamped
-names stay behind) and ``<profile>/manifest.json``: which labs, their
-status, the provenance of the run and the node's checkout path (the book
-build removes it from the pages).
+``_build/labs/<profile>``: its last complete run (``labkit.labruns``; the
+executed notebook, ``results.json``, ``run.json``, ``parameters.json``),
+never a failed, interrupted or unfinished one: one line per lab says
+which run went in and which newer one was left out. Then
+``<profile>/manifest.json``: which labs, their status, the run folder of
+each, the SHA-256 of every file, the provenance of the run and the node's
+checkout path (the book build removes it from the pages and checks the
+sums, so a damaged copy is one clear line).
 """
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import hashlib
 import json
 import sys
 import tarfile
@@ -22,36 +26,51 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from labkit import labruns  # noqa: E402
 from labkit.provenance import git_commit  # noqa: E402
 
 KEEP = ("results.json", "run.json", "parameters.json")
 
 
-def lab_folders(folder: Path) -> list[Path]:
-    """The current run of each lab (``<lab>/run.json``), not earlier ones."""
-    return sorted(d for d in folder.iterdir()
-                  if d.is_dir() and "." not in d.name
-                  and (d / "run.json").exists())
+def lab_folders(folder: Path, say=print) -> dict[str, Path]:
+    """The last complete run of each lab, saying which (one line each)."""
+    for run in labruns.label_interrupted(folder):
+        say(f"an earlier run was interrupted: labelled {run.name}")
+    names = sorted({labruns.lab_of(d) for d in folder.iterdir()
+                    if d.is_dir()})
+    chosen = {}
+    for name in names:
+        run, note = labruns.last_complete(folder, name)
+        say(note + ("" if run else ": left out of the bundle"))
+        if run:
+            chosen[name] = run
+    return chosen
 
 
-def bundle(folder: Path, profile: str, out: Path) -> Path:
-    labs = lab_folders(folder)
+def bundle(folder: Path, profile: str, out: Path, say=print) -> Path:
+    labs = lab_folders(folder, say)
     if not labs:
-        raise SystemExit(f"no lab results in {folder}: run "
+        raise SystemExit(f"no complete lab results in {folder}: run "
                          f"scripts/run_labs.py --profile {profile} first")
-    runs = {d.name: json.loads((d / "run.json").read_text()) for d in labs}
+    runs = {n: json.loads((d / "run.json").read_text())
+            for n, d in labs.items()}
     manifest = {"profile": profile, "root": str(ROOT),
                 "created": dt.datetime.now(dt.timezone.utc).isoformat(
                     timespec="seconds"),
                 "labs": {n: r["status"] for n, r in runs.items()},
-                "provenance": next(iter(runs.values())).get("provenance")}
+                "runs": {n: d.name for n, d in labs.items()},
+                "provenance": next(iter(runs.values())).get("provenance"),
+                "files": {}}
     out.parent.mkdir(parents=True, exist_ok=True)
     with tarfile.open(out, "w:gz") as tar:
-        for d in labs:
+        for name, d in labs.items():
             for f in sorted(d.iterdir()):
                 if f.name in KEEP or (f.suffix == ".ipynb"
                                       and not f.name.startswith("input-")):
-                    tar.add(f, arcname=f"{profile}/{d.name}/{f.name}")
+                    arcname = f"{profile}/{name}/{f.name}"
+                    manifest["files"][arcname] = hashlib.sha256(
+                        f.read_bytes()).hexdigest()
+                    tar.add(f, arcname=arcname)
         m = out.with_suffix(".manifest.json")
         m.write_text(json.dumps(manifest, indent=1))
         tar.add(m, arcname=f"{profile}/manifest.json")

@@ -7,8 +7,15 @@
 
 Parameters come from ``labs/profiles/<profile>.yaml`` (one section per lab,
 keyed by the lab's name without its number). For each lab the executed
-notebook and its ``results.json`` go to ``_build/labs/<profile>/<lab>/``; an
-earlier run there is kept, renamed with its time stamp, never overwritten.
+notebook and its ``results.json`` go to ``_build/labs/<profile>/<lab>/``,
+which only ever holds a complete run (``labkit.labruns``): a run writes
+into a fresh ``<lab>.<stamp>.running/`` and is renamed ``<lab>/`` when it
+completed; the earlier run is kept, renamed with its time stamp, never
+overwritten. A lab that failed is kept as ``<lab>.<stamp>.failed``, one
+stopped by Ctrl-C, SIGTERM or SIGHUP as ``<lab>.<stamp>.interrupted`` (a
+SIGKILLed run is labelled so by the next runner, bundle or book build);
+neither replaces the last complete run. Killing the runner ends the lab's
+kernel and every process it launched (``labkit.launch``).
 A failing lab does not stop the others; the summary table gives each lab's
 status and seconds, and the exit status is 1 if any lab failed. On a GPU
 profile a lab whose parameters need more GPUs than are visible (its world
@@ -29,6 +36,7 @@ import argparse
 import os
 import datetime as dt
 import json
+import signal
 import sys
 import time
 from pathlib import Path
@@ -37,7 +45,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from labkit import preflight, provenance  # noqa: E402
+from labkit import labruns, preflight, provenance  # noqa: E402
 from labkit.launch import (checkout_pythonpath,  # noqa: E402
                            cuda_device_count)
 from labkit.predict import labtime  # noqa: E402
@@ -54,8 +62,8 @@ def lab_name(path: Path) -> str:
     return tail if head.isdigit() and tail else stem
 
 
-def discover() -> dict[str, Path]:
-    return {lab_name(p): p for p in sorted(LABS.glob("[0-9]*_*.ipynb"))}
+def discover(labs: Path = LABS) -> dict[str, Path]:
+    return {lab_name(p): p for p in sorted(labs.glob("[0-9]*_*.ipynb"))}
 
 
 def plan(profile_name: str, profile: dict, chosen: list[str],
@@ -94,18 +102,7 @@ def load_profile(profile: str) -> dict:
         raise SystemExit(str(e)) from None
 
 
-def keep_previous(folder: Path) -> Path | None:
-    """Move an earlier run aside as ``<lab>.<timestamp>`` and say where."""
-    if not folder.exists():
-        return None
-    stamp = dt.datetime.fromtimestamp(folder.stat().st_mtime)
-    dest = folder.with_name(f"{folder.name}.{stamp:%Y%m%d-%H%M%S}")
-    n = 1
-    while dest.exists():
-        dest = folder.with_name(f"{folder.name}.{stamp:%Y%m%d-%H%M%S}-{n}")
-        n += 1
-    folder.rename(dest)
-    return dest
+keep_previous = labruns.keep_previous
 
 
 def gpus_needed(params: dict) -> int:
@@ -148,9 +145,8 @@ def run_lab(name: str, nb: Path, profile: str, params: dict,
             out: Path = OUT, estimate: float | None = None,
             checks: dict | None = None) -> tuple[str, float, str]:
     import papermill as pm
-    out_dir = out / profile / name
-    previous = keep_previous(out_dir)
-    out_dir.mkdir(parents=True)
+    labs = nb.parent
+    out_dir = labruns.start(out / profile, name)
     if not has_cuda():
         src = out_dir / ("input-" + nb.name)
         skip_gpu_cells(nb, src)
@@ -158,17 +154,23 @@ def run_lab(name: str, nb: Path, profile: str, params: dict,
     else:
         nb_in = nb
     parameters = {**params, "profile": profile,
-                  "results_dir": os.path.relpath(out_dir, LABS)}  # cwd: labs/
+                  "results_dir": os.path.relpath(out_dir, labs)}  # cwd: labs/
     (out_dir / "parameters.json").write_text(json.dumps(parameters, indent=1))
     t0 = time.perf_counter()
     status, detail = "ok", ""
     try:
         pm.execute_notebook(str(nb_in), str(out_dir / nb.name),
-                            parameters=parameters, cwd=str(LABS),
+                            parameters=parameters, cwd=str(labs),
                             kernel_name="python3", progress_bar=False,
                             request_save_on_cell_execute=True)
         if not (out_dir / "results.json").exists():
             status, detail = "FAILED", "the lab wrote no results.json"
+    except KeyboardInterrupt:   # Ctrl-C, SIGTERM, SIGHUP (see main)
+        _write_run_json(out_dir, nb.name, name, profile, "interrupted",
+                        time.perf_counter() - t0, "stopped by a signal",
+                        estimate, checks)
+        kept, _ = labruns.finish(out_dir, "interrupted")
+        raise KeyboardInterrupt(f"{name}: interrupted, kept in {kept.name}")
     except Exception as e:  # papermill's PapermillExecutionError and friends
         status = "FAILED"
         detail = str(e).strip().splitlines()[-1] if str(e).strip() else repr(e)
@@ -178,21 +180,47 @@ def run_lab(name: str, nb: Path, profile: str, params: dict,
         detail = f"over the {budget:.0f} s budget"
     if nb_in != nb:
         nb_in.unlink()
+    _write_run_json(out_dir, nb.name, name, profile, status, seconds, detail,
+                    estimate, checks)
+    final, previous = labruns.finish(out_dir,
+                                     "ok" if status == "ok" else "failed")
+    if status == "ok":   # the notebook names the folder it ran in
+        for f in (final / nb.name, final / "parameters.json"):
+            if f.exists():
+                f.write_text(f.read_text().replace(
+                    os.path.relpath(out_dir, labs),
+                    os.path.relpath(final, labs)))
+    else:
+        detail = (detail + "; " if detail else "") + (
+            f"kept in {final.name}, not current")
     if previous:
         detail = (detail + "; " if detail else "") + f"previous run kept in {previous.name}"
+    return status, seconds, detail
+
+
+def _write_run_json(out_dir: Path, notebook: str, name: str, profile: str,
+                    status: str, seconds: float, detail: str, estimate,
+                    checks) -> None:
+    """Provenance into the executed notebook, then run.json, written last
+    (and atomically): a folder without it is not a finished run."""
     prov = provenance.collect(profile, preflight=checks)
-    executed = out_dir / nb.name
+    executed = out_dir / notebook
     if executed.exists():
         provenance.stamp_notebook(executed, prov)
     minutes = seconds / 60
-    (out_dir / "run.json").write_text(json.dumps(
+    tmp = out_dir / "run.json.tmp"
+    tmp.write_text(json.dumps(
         {"lab": name, "profile": profile, "status": status,
          "seconds": round(seconds, 2), "detail": detail,
          "finished": dt.datetime.now().isoformat(timespec="seconds"),
          "minutes": {"predicted": estimate, "measured": round(minutes, 3),
                      "ratio": (minutes / estimate if estimate else None)},
          "provenance": prov}, indent=1))
-    return status, seconds, detail
+    os.replace(tmp, out_dir / "run.json")
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def main(argv=None) -> int:
@@ -207,11 +235,13 @@ def main(argv=None) -> int:
                     help="USD per hour of the node, for --plan's cost")
     ap.add_argument("--out", type=Path, default=OUT,
                     help="results folder (default _build/labs)")
+    ap.add_argument("--labs", type=Path, default=LABS,
+                    help="folder of lab notebooks (default labs/)")
     ap.add_argument("--skip-preflight", action="store_true")
     a = ap.parse_args(argv)
     if a.price_per_hour is not None and not a.price_per_hour >= 0:
         ap.error(f"--price-per-hour must be >= 0, got {a.price_per_hour:g}")
-    labs = discover()
+    labs = discover(a.labs)
     try:
         profile = preflight.load_profile(a.profile)
     except ValueError as e:
@@ -220,7 +250,7 @@ def main(argv=None) -> int:
     if unknown:
         ap.error(f"unknown lab(s) {unknown}; known: {sorted(labs)}")
     missing = sorted(set(profile) - set(labs))
-    if missing:
+    if missing and a.labs == LABS:
         raise SystemExit(f"{a.profile}.yaml names labs that do not exist: {missing}")
     chosen = a.only or list(labs)
     est = plan(a.profile, profile, chosen, a.price_per_hour)
@@ -236,8 +266,31 @@ def main(argv=None) -> int:
             print(f"preflight failed: {'; '.join(checks['problems'])}; "
                   "fix it, or pass --skip-preflight", file=sys.stderr)
             return 2
+    for run in labruns.label_interrupted(a.out / a.profile):
+        print(f"an earlier run was interrupted: kept as {run.name}")
+    handlers = {sig: signal.signal(sig, _interrupt)
+                for sig in (signal.SIGTERM, signal.SIGHUP)}
     rows = []
     visible = cuda_device_count()
+    try:
+        _run_all(a, chosen, profile, labs, est, checks, visible, rows)
+    except KeyboardInterrupt as e:
+        print(f"\nstopped: {e}; every lab's last complete run is kept as "
+              f"<lab>/ in {a.out / a.profile}", file=sys.stderr)
+        return 130
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    print(f"\n{'lab':24s} {'status':8s} {'seconds':>8s}  note")
+    for name, status, seconds, detail in rows:
+        print(f"{name:24s} {status:8s} {seconds:8.1f}  {detail}")
+    failed = [r for r in rows if r[1] not in ("ok", "skipped")]
+    print(f"\n{len(rows) - len(failed)} passed, {len(failed)} failed"
+          f" (executed notebooks in {a.out / a.profile})")
+    return 1 if failed else 0
+
+
+def _run_all(a, chosen, profile, labs, est, checks, visible, rows) -> None:
     for i, name in enumerate(chosen, 1):
         print(f"[{i}/{len(chosen)}] {name} ({a.profile}) ...", flush=True)
         need = gpus_needed(profile.get(name) or {})
@@ -252,13 +305,6 @@ def main(argv=None) -> int:
         print(f"[{i}/{len(chosen)}] {name}: {status} in {seconds:.1f} s"
               + (f" -- {detail}" if detail else ""), flush=True)
         rows.append((name, status, seconds, detail))
-    print(f"\n{'lab':24s} {'status':8s} {'seconds':>8s}  note")
-    for name, status, seconds, detail in rows:
-        print(f"{name:24s} {status:8s} {seconds:8.1f}  {detail}")
-    failed = [r for r in rows if r[1] not in ("ok", "skipped")]
-    print(f"\n{len(rows) - len(failed)} passed, {len(failed)} failed"
-          f" (executed notebooks in {a.out / a.profile})")
-    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -53,3 +53,70 @@ def test_no_html_page_shows_the_checkout_path():
     leaks = [str(f.relative_to(HTML)) for f in HTML.rglob("*.html")
              if str(ROOT) in f.read_text(errors="replace")]
     assert not leaks
+
+
+def _fake_results(folder: Path, lab: str, status: str = "ok") -> Path:
+    """A lab's run folder as the runner leaves it (test data, no run)."""
+    folder.mkdir(parents=True)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell(f"# {lab}")]
+    nbformat.write(nb, folder / f"99_{lab}.ipynb")
+    (folder / "results.json").write_text("[]")
+    (folder / "run.json").write_text(json.dumps(
+        {"lab": lab, "status": status, "finished": "2026-01-01T00:00:00",
+         "provenance": None}))
+    return folder
+
+
+@pytest.fixture
+def bundle(tmp_path):
+    spec = importlib.util.spec_from_file_location(
+        "bundle_results", ROOT / "scripts" / "bundle_results.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    labs = tmp_path / "labs" / "cpu"
+    _fake_results(labs / "fake", "fake")
+    # an incompressible notebook: the archive has bytes mid-way to damage
+    (labs / "fake" / "99_fake.ipynb").write_bytes(
+        (labs / "fake" / "99_fake.ipynb").read_bytes()
+        + b" " * 10 + bytes(range(256)) * 400)
+    return mod.bundle(labs, "cpu", tmp_path / "b.tar.gz", say=lambda s: 0)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "overwritten"])
+def test_damaged_bundle_is_one_line(bundle, damage, tmp_path):
+    data = bytearray(bundle.read_bytes())
+    if damage == "truncated":
+        data = data[:len(data) * 2 // 3]
+    else:
+        mid = len(data) // 2
+        data[mid:mid + 64] = bytes(64)
+    bundle.write_bytes(bytes(data))
+    with pytest.raises(SystemExit) as e:
+        build_book.unpack(bundle, tmp_path / "_build")
+    msg = str(e.value)
+    assert "the bundle is damaged" in msg and "\n" not in msg, msg
+
+
+def test_bundle_unpacks_and_checks(bundle, tmp_path):
+    folder, roots = build_book.unpack(bundle, tmp_path / "_build")
+    assert roots == [str(ROOT)] and (folder / "fake" / "run.json").exists()
+    executed, note = build_book.executed_copy(folder, "fake", "99_fake.ipynb")
+    assert executed == folder / "fake" / "99_fake.ipynb"
+
+
+def test_only_a_complete_run_is_staged(tmp_path):
+    """A failed or half-run notebook is never staged as the lab's result:
+    the last complete run is, and the build says so."""
+    labs = tmp_path / "cpu"
+    _fake_results(labs / "fake.20260101-000000", "fake")
+    _fake_results(labs / "fake.20260102-000000.failed", "fake", "FAILED")
+    half = labs / "fake.20260103-000000.interrupted"
+    half.mkdir(parents=True)
+    nbformat.write(nbformat.v4.new_notebook(), half / "99_fake.ipynb")
+    executed, note = build_book.executed_copy(labs, "fake", "99_fake.ipynb")
+    assert executed.parent.name == "fake.20260101-000000"
+    assert "fake.20260102-000000.failed" in note
+    assert "fake.20260103-000000.interrupted" in note
+    assert build_book.executed_copy(labs, "other", "99_other.ipynb")[0] \
+        is None

@@ -1,5 +1,6 @@
 """The lab runner: names, profiles, keeping earlier runs, GPU cells."""
 import importlib.util
+import time
 from pathlib import Path
 
 import nbformat
@@ -176,3 +177,106 @@ def test_labs_needing_more_gpus_are_skipped_with_a_note(capsys,
     assert out.count("skipped") >= len(LABS)
     assert "needs >= 2 GPUs, 0 visible" in out
     assert "needs >= 1 GPUs, 0 visible" in out
+
+
+# -- killed runs: nothing keeps running, nothing good is lost ---------------
+
+FAKE_LAB = [
+    'profile = "cpu"\nresults_dir = None',
+    "import os\nfrom labkit.lab import Results\n"
+    'res = Results("fake", profile=profile, results_dir=results_dir)\n'
+    'res.add("fake", "test data, not a measurement", 1, 1.0, 1.0, "s")\n'
+    'if os.environ.get("FAKE_LAB_HANG"):\n'
+    "    from labkit.launch import launch\n"
+    '    launch("labkit.runs.selftest", 2, {"mode": "hang"}, timeout=600,\n'
+    '           run_dir=os.path.join(results_dir, "run"))\n'
+    "res.save()",
+]
+
+
+def _runner(labs: Path, out: Path, hang: bool):
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("FAKE_LAB_HANG", None)
+    if hang:
+        env["FAKE_LAB_HANG"] = "1"
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "scripts" / "run_labs.py"), "--labs",
+         str(labs), "--out", str(out), "--only", "fake",
+         "--skip-preflight"], env=env, cwd=ROOT, start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def test_killed_rerun_leaves_nothing_running_and_keeps_the_last_run(
+        tmp_path, capsys):
+    """A complete run of a tiny lab, then a rerun that hangs in a launch,
+    its runner killed (SIGTERM in one folder, SIGKILL in another): within
+    10 s no process of it lives; the interrupted run is kept and labelled;
+    the bundle and the book use the complete run and say so."""
+    import signal
+    import psutil
+    from test_launch_guard import gone_within, wait_until_hanging
+    from labkit.measure.hang import orphans
+    labs = tmp_path / "labs"
+    labs.mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in FAKE_LAB]
+    nb.cells[0].metadata["tags"] = ["parameters"]
+    nbformat.write(nb, labs / "01_fake.ipynb")
+    outs = {signal.SIGTERM: tmp_path / "term", signal.SIGKILL: tmp_path / "kill"}
+    for p in [_runner(labs, out, hang=False) for out in outs.values()]:
+        assert p.wait(timeout=300) == 0, p.stdout.read()
+    runners = {sig: _runner(labs, out, hang=True) for sig, out in outs.items()}
+    try:
+        runs = {}
+        for sig, out in outs.items():
+            deadline = time.monotonic() + 120
+            while not list((out / "cpu").glob("fake.*.running/run/logs")):
+                assert time.monotonic() < deadline, "the rerun never started"
+                time.sleep(0.5)
+            runs[sig] = next((out / "cpu").glob("fake.*.running/run"))
+            wait_until_hanging(runs[sig])
+        tree = [c for p in runners.values()
+                for c in psutil.Process(p.pid).children(recursive=True)]
+        for sig, p in runners.items():
+            p.send_signal(sig)
+        for p in runners.values():
+            p.wait(timeout=60)
+        gone = gone_within(runs.values())
+        assert all(v is not None for v in gone.values()), gone
+        assert not [c.pid for c in tree if c.is_running()
+                    and c.status() != psutil.STATUS_ZOMBIE]
+    finally:
+        for p in runners.values():
+            p.kill()
+    term, kill = (outs[s] / "cpu" for s in (signal.SIGTERM, signal.SIGKILL))
+    assert [d.name.split(".")[-1] for d in sorted(term.iterdir())] == [
+        "fake", "interrupted"]                      # labelled by the runner
+    assert len(list(kill.glob("fake.*.running"))) == 1    # SIGKILL: no word
+    for folder in (term, kill):                    # the complete run stays
+        assert run_labs.labruns.status(folder / "fake") == "ok"
+    bundle_results = _script("bundle_results")
+    archive = tmp_path / "b.tar.gz"
+    assert bundle_results.main(["--profile", "cpu", "--from", str(kill.parent),
+                                "--out", str(archive)]) == 0
+    said = capsys.readouterr().out
+    assert "fake: the last complete run, fake/" in said
+    assert "left out the newer run(s) fake." in said and "interrupted" in said
+    assert len(list(kill.glob("fake.*.interrupted"))) == 1  # now labelled
+    build_book = _script("build_book")
+    folder, _ = build_book.unpack(archive, tmp_path / "_build")
+    executed, _ = build_book.executed_copy(folder, "fake", "01_fake.ipynb")
+    assert run_labs.labruns.status(executed.parent) == "ok"
+    executed, note = build_book.executed_copy(term, "fake", "01_fake.ipynb")
+    assert executed.parent == term / "fake" and "interrupted" in note
+    assert not orphans(str(runs[signal.SIGTERM]))
+
+
+def _script(name):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" /
+                                                  f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

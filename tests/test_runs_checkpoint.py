@@ -92,3 +92,32 @@ def test_deepspeed_zero3_and_zero_to_fp32(runs):
     full = torch.load(runs["root"] / "reshard" / "zero_to_fp32.pt")
     names = torch.load(runs["root"] / "reference" / "params-4.pt")
     assert set(full) == set(names)
+
+
+def test_damaged_checkpoints_are_skipped_named_and_kept(runs, tmp_path):
+    """One bit flipped in the newest, the one before truncated: the resume
+    names both, keeps them aside, and goes on from the good one before,
+    with the losses of the uninterrupted run."""
+    folder = runs["root"] / "resumed"
+    shard = folder / f"step-{STEPS:06d}" / "__1_0.distcp"
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    shard.write_bytes(bytes(data))
+    older = folder / f"step-{STEPS - EVERY:06d}" / "__0_0.distcp"
+    older.write_bytes(older.read_bytes()[:-100])
+    run_dir = tmp_path / "run"
+    out = launch("labkit.runs.checkpoint", 4, {
+        "ckpt_dir": folder, "steps": STEPS, "every": EVERY},
+        timeout=300, run_dir=run_dir)
+    run, ref = out[0]["run"], runs["resume"][0]["reference"]
+    good = STEPS - 2 * EVERY
+    bad = [f"step-{STEPS:06d}", f"step-{STEPS - EVERY:06d}"]
+    assert run["resumed_from"] == good and run["damaged_checkpoints"] == bad
+    assert all((folder / f"{b}.corrupt").is_dir() for b in bad)   # kept
+    log = "".join(f.read_text() for f in (run_dir / "logs").glob(
+        "**/attempt_0/0/stdout.log"))
+    said = [line for line in log.splitlines() if "is damaged" in line]
+    assert [b in line for b, line in zip(bad, said)] == [True, True]
+    assert "does not match its SHA-256" in said[0] and "bytes" in said[1]
+    assert {int(s): v for s, v in run["losses"].items()} == {
+        s: ref["losses"][str(s)] for s in range(good, STEPS)}

@@ -103,7 +103,7 @@ def launch(module: str, nproc: int, args: list | tuple | dict = (), *,
     if not Path(python).exists():
         raise ValueError(f"no Python interpreter at {python}")
     if run_dir:
-        run_dir = Path(run_dir).absolute()
+        run_dir = Path(os.path.abspath(run_dir))
         check_run_dir(run_dir)
     if endpoint and node_rank > 0:
         wait_for_endpoint(*endpoint, timeout)

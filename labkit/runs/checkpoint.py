@@ -11,8 +11,10 @@ generator). Every ``--every`` steps all ranks save one DCP checkpoint
 (``torch.distributed.checkpoint.save``): the sharded model and optimizer
 (DTensor state dicts), the step, the sampler's position and generator and
 the RNG state, into ``step-NNNNNN.tmp``, renamed when complete
-(``labkit.checkpoint``). At start a run loads the newest complete
-checkpoint in ``--ckpt-dir``, if any, and goes on from its step.
+(``labkit.checkpoint``), with a checksum of every file. At start a run
+loads the newest checkpoint in ``--ckpt-dir`` that verifies, if any, and
+goes on from its step; a damaged one is named in rank 0's log, kept aside
+as ``step-NNNNNN.corrupt`` and listed in ``damaged_checkpoints``.
 
 ``--kill-rank r --kill-step s``: in the first attempt only, rank ``r``
 SIGKILLs itself in step ``s`` between backward and the optimizer step.
@@ -43,7 +45,8 @@ from torch.distributed.checkpoint.state_dict import (
 
 from labkit import dist
 from labkit.checkpoint import (atomic_step_dir, check_meta,
-                               latest_checkpoint, require_under_build)
+                               latest_checkpoint, newest_good_checkpoint,
+                               require_under_build)
 from labkit.model import (add_shape_arguments, batch, build, check_shardable,
                           config_from_args, local_batch)
 from labkit.train import make_optimizer, mean_over_ranks
@@ -148,7 +151,10 @@ def train(root: Path, config, ctx, a, kill: bool, log: Path | None,
     opt = make_optimizer(model)
     sampler = Sampler(config, a.dataset, a.batch, a.seed)
     attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
-    start, resumed_from = 0, None
+    start, resumed_from, bad = 0, None, []
+    if ctx.rank == 0:   # sets damaged checkpoints aside, then all look
+        _, bad = newest_good_checkpoint(root)
+    tdist.barrier()
     found = latest_checkpoint(root)
     if found:
         start = load(found[1], model, opt, sampler, meta)
@@ -174,6 +180,7 @@ def train(root: Path, config, ctx, a, kill: bool, log: Path | None,
     next_loss = probe(model, sampler, ctx, root)
     out = {"losses": losses, "resumed_from": resumed_from,
            "attempt": attempt, "saves": saves, "next_loss": next_loss,
+           "damaged_checkpoints": bad,
            "adam_steps": adam_steps(opt)}
     del model, opt
     dist.release(ctx)

@@ -1,0 +1,177 @@
+"""Where the lab runner keeps its runs: a good result is never lost.
+
+    run = start(profile_dir, "memory")        # memory.<stamp>.running/
+    ...execute the notebook into run...
+    current, kept = finish(run, "ok")          # -> memory/ (the old one kept)
+    folder, note = last_complete(profile_dir, "memory")   # for bundles, book
+
+Every run writes into a fresh folder ``<lab>.<stamp>.running`` (with
+``running.json``: who runs it). It becomes ``<lab>/``, the current run,
+only when it completed with status ok: the earlier current run is first
+renamed ``<lab>.<its stamp>``, then the new folder renamed ``<lab>``.
+A run that failed is kept as ``<lab>.<stamp>.failed``; one stopped by a
+signal as ``<lab>.<stamp>.interrupted``; one whose runner was SIGKILLed
+keeps its ``.running`` name until :func:`label_interrupted` (called by the
+runner, the bundler and the book build) finds its runner gone and renames
+it ``.interrupted``. None of them ever shadows the last complete run:
+:func:`last_complete` returns ``<lab>/`` if it completed, else the newest
+complete ``<lab>.<stamp>`` (after a crash between the two renames), and
+says when a newer run was left out.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import socket
+from pathlib import Path
+
+RUNNING, FAILED, INTERRUPTED = ".running", ".failed", ".interrupted"
+
+
+def _stamp(when: float | None = None) -> str:
+    t = dt.datetime.fromtimestamp(when) if when else dt.datetime.now()
+    return f"{t:%Y%m%d-%H%M%S}"
+
+
+def _unused(path: Path, suffix: str = "") -> Path:
+    dest, n = path.with_name(path.name + suffix), 1
+    while dest.exists():
+        dest, n = path.with_name(f"{path.name}-{n}{suffix}"), n + 1
+    return dest
+
+
+def lab_of(folder: Path) -> str:
+    """``memory.20261201-023000.running`` -> ``memory``."""
+    return folder.name.split(".", 1)[0]
+
+
+def status(folder: Path) -> str | None:
+    """``run.json``'s status: "ok" for a complete run; None without it."""
+    try:
+        return json.loads((folder / "run.json").read_text()).get("status")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def start(profile_dir: Path, lab: str) -> Path:
+    """A fresh folder for a new run of ``lab``, marked as running."""
+    run = _unused(Path(profile_dir) / f"{lab}.{_stamp()}", RUNNING)
+    run.mkdir(parents=True)
+    (run / "running.json").write_text(json.dumps(
+        {"pid": os.getpid(), "host": socket.gethostname(),
+         "boot": _boot_id(), "started": _stamp()}))
+    return run
+
+
+def finish(run: Path, outcome: str) -> tuple[Path, Path | None]:
+    """Put a finished run where it belongs: its new path, and where the
+    earlier current run went (if it moved).
+
+    ``outcome`` "ok": it becomes ``<lab>/`` (the earlier one is kept under
+    its time stamp); "failed" or "interrupted": ``<lab>.<stamp>.<outcome>``.
+    """
+    (run / "running.json").unlink(missing_ok=True)
+    base = run.with_name(run.name[:-len(RUNNING)] if run.name.endswith(
+        RUNNING) else run.name)
+    if outcome != "ok":
+        dest = _unused(base, "." + outcome)
+        os.replace(run, dest)
+        return dest, None
+    current = run.with_name(lab_of(run))
+    previous = keep_previous(current)
+    os.replace(run, current)
+    return current, previous
+
+
+def keep_previous(folder: Path) -> Path | None:
+    """Move a run aside as ``<lab>.<timestamp>`` and say where."""
+    if not folder.exists():
+        return None
+    dest = _unused(folder.with_name(
+        f"{folder.name}.{_stamp(folder.stat().st_mtime)}"))
+    folder.rename(dest)
+    return dest
+
+
+def label_interrupted(profile_dir: Path) -> list[Path]:
+    """Rename ``*.running`` runs whose runner is gone to ``*.interrupted``."""
+    labelled = []
+    for run in sorted(Path(profile_dir).glob(f"*{RUNNING}")):
+        if run.is_dir() and not _runner_alive(run):
+            (run / "running.json").unlink(missing_ok=True)
+            labelled.append(finish(run, INTERRUPTED[1:])[0])
+    return labelled
+
+
+def last_complete(profile_dir: Path, lab: str) -> tuple[Path | None, str]:
+    """The folder of ``lab``'s last complete run, and a line saying which
+    (and what newer run was left out), or (None, why) if there is none."""
+    profile_dir = Path(profile_dir)
+    current = profile_dir / lab
+    runs = [p for p in profile_dir.glob(f"{lab}.*") if p.is_dir()]
+    complete = sorted((p for p in runs if p.name.count(".") == 1
+                       and status(p) == "ok"), key=_finished)
+    chosen = current if status(current) == "ok" else (
+        complete[-1] if complete else None)
+    since = _finished(chosen) if chosen else ""
+    newer = sorted((p for p in runs if p != chosen and status(p) != "ok"
+                    and _started(p) > since), key=_started)
+    if chosen is None:
+        left = f" (runs not complete: {', '.join(p.name for p in newer)})" \
+            if newer else ""
+        return None, f"{lab}: no complete run in {profile_dir}{left}"
+    note = f"{lab}: the last complete run, {chosen.name}/ (finished " \
+        f"{since or 'at an unknown time'})"
+    if newer:
+        note += ("; left out the newer run(s) " + ", ".join(
+            f"{p.name} ({_outcome(p)})" for p in newer))
+    return chosen, note
+
+
+def _outcome(run: Path) -> str:
+    if run.name.endswith(RUNNING):
+        return "still running" if _runner_alive(run) else "interrupted"
+    return status(run) or run.name.rsplit(".", 1)[-1]
+
+
+def _finished(run: Path) -> str:
+    try:
+        return json.loads((run / "run.json").read_text())["finished"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+
+
+def _started(run: Path) -> str:
+    """ISO time the run began: from its name's stamp."""
+    parts = run.name.split(".")
+    try:
+        t = dt.datetime.strptime(parts[1][:15], "%Y%m%d-%H%M%S")
+    except (IndexError, ValueError):
+        return ""
+    return t.isoformat(timespec="seconds")
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _runner_alive(run: Path) -> bool:
+    try:
+        who = json.loads((run / "running.json").read_text())
+    except (OSError, ValueError):
+        return False
+    if who.get("host") != socket.gethostname():
+        return True   # another machine's run: not ours to judge
+    if who.get("boot") != _boot_id():
+        return False
+    try:
+        os.kill(int(who["pid"]), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, KeyError, ValueError, TypeError):
+        return True
+    return True
