@@ -80,6 +80,7 @@ def test_killing_the_owner_ends_the_run(tmp_path):
         for _, owner in owners.values():
             owner.wait(timeout=30)
         gone = gone_within([d for d, _ in owners.values()])
+        print("seconds until every process was gone:", gone)
         assert all(v is not None for v in gone.values()), gone
     finally:
         for run_dir, owner in owners.values():
@@ -101,6 +102,7 @@ def test_restarting_the_jupyter_kernel_ends_the_run(tmp_path):
         wait_until_hanging(run_dir)
         km.restart_kernel(now=True)
         gone = gone_within([run_dir])
+        print("seconds until every process was gone:", gone)
         assert gone[str(run_dir)] is not None, orphans(run_dir)
     finally:
         kc.stop_channels()

@@ -224,6 +224,9 @@ def test_killed_rerun_leaves_nothing_running_and_keeps_the_last_run(
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(c) for c in FAKE_LAB]
     nb.cells[0].metadata["tags"] = ["parameters"]
+    nb.metadata["kernelspec"] = {"name": "python3", "language": "python",
+                                 "display_name": "Python 3"}
+    nb.metadata["language_info"] = {"name": "python"}
     nbformat.write(nb, labs / "01_fake.ipynb")
     outs = {signal.SIGTERM: tmp_path / "term", signal.SIGKILL: tmp_path / "kill"}
     for p in [_runner(labs, out, hang=False) for out in outs.values()]:
@@ -238,6 +241,7 @@ def test_killed_rerun_leaves_nothing_running_and_keeps_the_last_run(
                 time.sleep(0.5)
             runs[sig] = next((out / "cpu").glob("fake.*.running/run"))
             wait_until_hanging(runs[sig])
+        assert all(orphans(str(r)) for r in runs.values())
         tree = [c for p in runners.values()
                 for c in psutil.Process(p.pid).children(recursive=True)]
         for sig, p in runners.items():
@@ -245,6 +249,7 @@ def test_killed_rerun_leaves_nothing_running_and_keeps_the_last_run(
         for p in runners.values():
             p.wait(timeout=60)
         gone = gone_within(runs.values())
+        print("seconds until every process was gone:", gone)
         assert all(v is not None for v in gone.values()), gone
         assert not [c.pid for c in tree if c.is_running()
                     and c.status() != psutil.STATUS_ZOMBIE]
