@@ -83,8 +83,8 @@ def unpack(labs_from: Path, out: Path) -> tuple[Path, list[str]]:
                 f.read_bytes()).hexdigest() != digest:
             raise SystemExit(damaged.format(f"{arcname} does not match "
                                             "its SHA-256"))
-    for lab, run in sorted(meta.get("runs", {}).items()):
-        print(f"bundle: {lab} from run {run}")
+    for lab, note in sorted(meta.get("runs", {}).items()):
+        print(f"bundle {labs_from.name}: {note}")
     return manifest.parent, [meta["root"]]
 
 

@@ -32,8 +32,8 @@ from labkit.provenance import git_commit  # noqa: E402
 KEEP = ("results.json", "run.json", "parameters.json")
 
 
-def lab_folders(folder: Path, say=print) -> dict[str, Path]:
-    """The last complete run of each lab, saying which (one line each)."""
+def lab_folders(folder: Path, say=print) -> dict[str, tuple[Path, str]]:
+    """The last complete run of each lab and a line saying which (said)."""
     for run in labruns.label_interrupted(folder):
         say(f"an earlier run was interrupted: labelled {run.name}")
     names = sorted({labruns.lab_of(d) for d in folder.iterdir()
@@ -43,7 +43,7 @@ def lab_folders(folder: Path, say=print) -> dict[str, Path]:
         run, note = labruns.last_complete(folder, name)
         say(note + ("" if run else ": left out of the bundle"))
         if run:
-            chosen[name] = run
+            chosen[name] = run, note
     return chosen
 
 
@@ -53,17 +53,17 @@ def bundle(folder: Path, profile: str, out: Path, say=print) -> Path:
         raise SystemExit(f"no complete lab results in {folder}: run "
                          f"scripts/run_labs.py --profile {profile} first")
     runs = {n: json.loads((d / "run.json").read_text())
-            for n, d in labs.items()}
+            for n, (d, _) in labs.items()}
     manifest = {"profile": profile, "root": str(ROOT),
                 "created": dt.datetime.now(dt.timezone.utc).isoformat(
                     timespec="seconds"),
                 "labs": {n: r["status"] for n, r in runs.items()},
-                "runs": {n: d.name for n, d in labs.items()},
+                "runs": {n: note for n, (_, note) in labs.items()},
                 "provenance": next(iter(runs.values())).get("provenance"),
                 "files": {}}
     out.parent.mkdir(parents=True, exist_ok=True)
     with tarfile.open(out, "w:gz") as tar:
-        for name, d in labs.items():
+        for name, (d, _) in labs.items():
             for f in sorted(d.iterdir()):
                 if f.name in KEEP or (f.suffix == ".ipynb"
                                       and not f.name.startswith("input-")):

@@ -272,6 +272,9 @@ def test_killed_rerun_leaves_nothing_running_and_keeps_the_last_run(
     assert len(list(kill.glob("fake.*.interrupted"))) == 1  # now labelled
     build_book = _script("build_book")
     folder, _ = build_book.unpack(archive, tmp_path / "_build")
+    said = capsys.readouterr().out            # make book LABS_FROM=bundle
+    assert "fake: the last complete run, fake/" in said and \
+        "interrupted" in said
     executed, _ = build_book.executed_copy(folder, "fake", "01_fake.ipynb")
     assert run_labs.labruns.status(executed.parent) == "ok"
     executed, note = build_book.executed_copy(term, "fake", "01_fake.ipynb")
