@@ -1,6 +1,6 @@
 """No run outlives its launcher: kill the caller of `launch` (SIGTERM,
-SIGKILL, SIGHUP) or restart the Jupyter kernel that runs it, and torchrun
-and every rank are gone within 10 s (labkit.launch.guard)."""
+SIGKILL, SIGHUP, SIGINT) or restart the Jupyter kernel that runs it, and
+torchrun and every rank are gone within 10 s (labkit.launch.guard)."""
 import os
 import signal
 import subprocess
@@ -66,7 +66,8 @@ def test_descendants_sees_grandchildren():
 def test_killing_the_owner_ends_the_run(tmp_path):
     """One owner per signal, all at once (one launch's worth of time)."""
     owners = {}
-    for sig in (signal.SIGTERM, signal.SIGKILL, signal.SIGHUP):
+    for sig in (signal.SIGTERM, signal.SIGKILL, signal.SIGHUP,
+                signal.SIGINT):
         run_dir = tmp_path / sig.name
         owners[sig] = (run_dir, subprocess.Popen(
             [sys.executable, "-c", HANG.format(str(run_dir))], cwd=ROOT,
