@@ -132,7 +132,7 @@ def damage(folder: Path) -> str | None:
 
 
 def set_aside(folder: Path) -> Path:
-    """Rename a damaged checkpoint to ``step-NNNNNN.corrupt`` (never delete)."""
+    """Rename a damaged checkpoint ``step-NNNNNN.corrupt``; never delete."""
     dest, n = folder.with_name(folder.name + ".corrupt"), 1
     while dest.exists():
         dest, n = folder.with_name(f"{folder.name}.corrupt-{n}"), n + 1

@@ -209,6 +209,7 @@ def _runner(labs: Path, out: Path, hang: bool):
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
+@pytest.mark.distributed
 def test_killed_rerun_leaves_nothing_running_and_keeps_the_last_run(
         tmp_path, capsys):
     """A complete run of a tiny lab, then a rerun that hangs in a launch,
@@ -228,7 +229,8 @@ def test_killed_rerun_leaves_nothing_running_and_keeps_the_last_run(
                                  "display_name": "Python 3"}
     nb.metadata["language_info"] = {"name": "python"}
     nbformat.write(nb, labs / "01_fake.ipynb")
-    outs = {signal.SIGTERM: tmp_path / "term", signal.SIGKILL: tmp_path / "kill"}
+    outs = {signal.SIGTERM: tmp_path / "term",
+            signal.SIGKILL: tmp_path / "kill"}
     for p in [_runner(labs, out, hang=False) for out in outs.values()]:
         assert p.wait(timeout=300) == 0, p.stdout.read()
     runners = {sig: _runner(labs, out, hang=True) for sig, out in outs.items()}

@@ -67,7 +67,6 @@ __all__ = ["launch", "LaunchError", "pick_backend", "cuda_device_count",
            "checkout_pythonpath", "check_nodes", "wait_for_endpoint",
            "free_port", "rank_logs", "ROOT", "DEFAULT_TIMEOUT_S",
            "LOG_TAIL_LINES", "_kill_group", "_kill_orphans"]
-_failure_report, _rendezvous, _as_argv = failure_report, torchrun_flags, as_argv
 
 
 def launch(module: str, nproc: int, args: list | tuple | dict = (), *,

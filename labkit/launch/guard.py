@@ -1,6 +1,6 @@
 """The guard: one small process per launch that ends the run with its owner.
 
-    python -m labkit.launch.guard --owner PID -- python -m torch.distributed.run ...
+    python -m labkit.launch.guard --owner PID -- python -m torch.distributed.run
 
 `launch` does not start torchrun itself: it starts this guard (in a new
 session), and the guard starts torchrun. Whatever kills the owner (the
