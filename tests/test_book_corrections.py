@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from labkit import checks
 from labkit.predict.memory import GB, activation_bytes_model
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -142,3 +143,21 @@ def test_every_interview_question_has_a_box_and_the_page_links_it():
         assert f'href="{page}.html#{label}"' in collection, label
     for section in ("profiling-kernel-view", "colossalai-auto-parallel"):
         assert f"#{section}" in collection, section
+
+
+def test_lab_pages_show_the_lesson_not_the_plumbing():
+    """The bootstrap cell is not on the page (it still runs: nbval, Colab);
+    the parameter check is folded away (hide-input)."""
+    _built()
+    pages = sorted((HTML / "labs").glob("[0-9]*_*.html"))
+    assert pages
+    for page in pages:
+        t = page.read_text()
+        assert "LABKIT_SOURCE" not in t, page.name
+        lab = page.stem.partition("_")[2]
+        call = f'check("{lab}", globals())'
+        cells = [c for c in re.split(r'<div class="cell(?=[ "])', t)[1:]
+                 if call in html.unescape(re.sub(r"<[^>]+>", "", c))]
+        if hasattr(checks, lab):   # its checks live in labkit.checks
+            assert len(cells) == 1, page.name
+            assert "hide-input" in cells[0].split('"', 1)[0], page.name
