@@ -24,6 +24,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TAG = "bootstrap"
+# remove-input: the book's HTML page shows the lesson, not this plumbing;
+# the cell still runs wherever the notebook runs (Colab included).
+TAGS = (TAG, "remove-input")
 PROGRESS = "installing the course (pinned), once ..."
 
 
@@ -67,10 +70,14 @@ def write(path: Path, source: str) -> bool:
     nb = json.loads(raw)
     i = _first_code(nb)
     cell = {"cell_type": "code", "execution_count": None, "id": TAG,
-            "metadata": {"tags": [TAG]}, "outputs": [],
+            "metadata": {"tags": list(TAGS)}, "outputs": [],
             "source": source.splitlines(keepends=True)}
-    if TAG in nb["cells"][i].get("metadata", {}).get("tags", []):
-        nb["cells"][i] = {**nb["cells"][i], "source": cell["source"]}
+    tags = nb["cells"][i].get("metadata", {}).get("tags", [])
+    if TAG in tags:
+        nb["cells"][i] = {**nb["cells"][i], "source": cell["source"],
+                          "metadata": {**nb["cells"][i]["metadata"],
+                                       "tags": tags + [t for t in TAGS
+                                                       if t not in tags]}}
     else:
         nb["cells"].insert(i, cell)
     new = json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
@@ -84,7 +91,7 @@ def stale(source: str) -> list[str]:
     for path in labs():
         nb = json.loads(path.read_text())
         c = nb["cells"][_first_code(nb)]
-        if TAG not in c["metadata"].get("tags", []) or \
+        if not set(TAGS) <= set(c["metadata"].get("tags", [])) or \
                 "".join(c["source"]) != source:
             out.append(path.name)
     return out

@@ -108,3 +108,23 @@ def require(condition: bool, message: str) -> None:
     """Stop a lab with a clear message before any process is started."""
     if not condition:
         raise ValueError(message)
+
+
+def check(lab: str, params: dict):
+    """Check a lab's parameters before any process starts, by the lab's
+    function in :mod:`labkit.checks`; ``params`` is the namespace that holds
+    them (a notebook passes ``globals()``). Raises ``ValueError`` with one
+    clear message; returns what the lab needs next (backend, config, ...).
+    """
+    import inspect
+
+    from labkit import checks
+    fn = getattr(checks, lab, None)
+    if fn is None or lab.startswith("_") or not inspect.isfunction(fn):
+        raise ValueError(f"no parameter check for lab {lab!r}")
+    names = inspect.signature(fn).parameters
+    missing = [n for n, p in names.items() if n not in params
+               and p.default is inspect.Parameter.empty]
+    require(not missing, f"lab {lab}: parameters missing: "
+            f"{', '.join(missing)}")
+    return fn(**{n: params[n] for n in names if n in params})

@@ -28,6 +28,8 @@ def test_every_lab_starts_with_the_current_cell():
         cells = [c for c in json.loads(path.read_text())["cells"]
                  if c["cell_type"] == "code"]
         assert bootstrap.TAG in cells[0]["metadata"]["tags"], path.name
+        # hidden on the HTML page, still executed everywhere
+        assert "remove-input" in cells[0]["metadata"]["tags"], path.name
         assert "parameters" in cells[1]["metadata"].get("tags", []), path.name
 
 

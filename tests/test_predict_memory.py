@@ -105,6 +105,21 @@ def test_activations_korthikanti_table2():
     assert activation_bytes_per_layer(s, b, h, a, recompute="full") == 2 * sbh
 
 
+def test_activations_model_fused_attention_drops_the_scores():
+    # Chapter 1's 70B shape: 34 s b h per layer with SDPA/FlashAttention
+    # (about 91 GB for 80 layers), the paper's 34 + 5as/h without.
+    from labkit.predict.memory import activation_bytes_model
+    L, s, h, a = 80, 4096, 8192, 64
+    assert activation_bytes_model(L, s, 1, h, a) == L * 34 * s * h
+    assert round(activation_bytes_model(L, s, 1, h, a) / GB) == 91
+    assert activation_bytes_model(L, s, 1, h, a, fused_attention=False) == (
+        L * s * h * (34 + 5 * a * s / h))
+    assert activation_bytes_model(L, s, 2, h, a, recompute="full") == (
+        L * 2 * s * 2 * h)
+    with pytest.raises(ValueError, match="layers"):
+        activation_bytes_model(0, s, 1, h, a)
+
+
 def _cli(*args):
     return subprocess.run([sys.executable, "-m", "labkit", "memory", *args],
                           capture_output=True, text=True)

@@ -135,8 +135,9 @@ def diagnose(report: dict, min_share: float = 0.05) -> list[Finding]:
         "one copy less per step",
         "FSDP: forward_prefetch / backward_prefetch, and "
         "reshard_after_forward=False where memory allows",
-        "gradient accumulation: wrap k-1 of k micro-batches in "
-        "model.no_sync() to all-reduce once per k",
+        "gradient accumulation (DDP): wrap k-1 of k micro-batches in "
+        "model.no_sync() to all-reduce once per k; FSDP/ZeRO-3 still "
+        "all-gathers the parameters every micro-batch",
         "communication time includes waiting for the slowest rank: "
         "compare ranks before blaming the network"]
     add("communication", comm,

@@ -280,6 +280,31 @@ def activation_bytes_per_layer(seq: int, batch: int, hidden: int, heads: int,
     return sbh * (10 + 24 / t + attn / t)
 
 
+def activation_bytes_model(layers: int, seq: int, batch: int, hidden: int,
+                           heads: int, fused_attention: bool = True,
+                           recompute: str = "none") -> float:
+    """Activation bytes of ``layers`` transformer layers (16-bit), the
+    headline figure of chapter 1.
+
+    Korthikanti et al. 2022, Table 2: ``s b h (34 + 5 a s / h)`` per layer
+    counts the ``a s^2 b`` attention scores, their softmax and its dropout
+    mask (the ``5 a s / h`` term). A fused attention kernel
+    (FlashAttention, Dao et al. 2022, Sec. 3.1; PyTorch's
+    ``scaled_dot_product_attention``, which the course's GPT uses) keeps
+    only its inputs, output and the per-row softmax statistics and
+    recomputes the scores in backward, so that term is not stored:
+    ``34 s b h`` per layer (``fused_attention=True``, the realistic figure).
+    ``fused_attention=False`` is the paper's accounting of an eager
+    attention. Full recomputation keeps ``2 s b h`` either way.
+    """
+    if not isinstance(layers, int) or layers < 1:
+        raise ValueError(f"layers must be a positive integer, got {layers!r}")
+    if recompute == "none" and fused_attention:
+        recompute = "selective"   # the same bytes: no attention scores
+    return layers * activation_bytes_per_layer(seq, batch, hidden, heads,
+                                               recompute=recompute)
+
+
 def layers_that_fit(gpu_bytes: float, layers: int, hidden: int, heads: int,
                     vocab: int, seq: int, micro_batch: int,
                     bytes_per_param: float = 16.0,
