@@ -152,7 +152,7 @@ def graded(built, tmp_path_factory):
         put("08_checkpoint_key.ipynb", built["08_checkpoint"]["solution"])
         for name, path in hostile().items():
             h = header(path)
-            put(f"hostile_{name}.ipynb",
+            put(f"{h['lab']}_hostile_{name}.ipynb",
                 append(built[h["lab"]][h["base"]], path.read_text()))
         put(f"{LAB}_z_blank_after_poison.ipynb", student)
     before = (git_state(), tree_sum(assignments.OUT))
@@ -243,17 +243,20 @@ def test_no_score_above_its_max(graded):
 @needs_sandbox
 @pytest.mark.parametrize("name", sorted(hostile()))
 def test_hostile_submission_gets_only_honest_points(graded, name):
-    expect = header(hostile()[name])["expect"].split(" (")[0]
+    h = header(hostile()[name])
+    expect = h["expect"].split(" (")[0]
     honest = dict(kv.split("=") for kv in expect.split() if "=" in kv)
-    rows = of(read(graded["out"]), f"hostile_{name}.ipynb")
+    rows = of(read(graded["out"]), f"{h['lab']}_hostile_{name}.ipynb")
     assert rows, name
     got = {q: float(r["points"]) for q, r in rows.items()}
+    if expect == "full":
+        honest = {q: r["max"] for q, r in rows.items()}
     assert got == {q: float(honest.get(q, 0)) for q in rows}, rows
 
 
 @needs_sandbox
 def test_tampering_is_named(graded):
-    rows = of(read(graded["out"]), "hostile_always_equal.ipynb")
+    rows = of(read(graded["out"]), f"{LAB}_hostile_always_equal.ipynb")
     assert all(r["reason"].startswith("tampering: ") for r in rows.values())
 
 
@@ -262,7 +265,8 @@ def test_shared_folder_gives_nothing(graded):
     rows = read(graded["out"])
     key = of(rows, "08_checkpoint_key.ipynb")
     assert all(float(r["points"]) == float(r["max"]) for r in key.values())
-    assert rows["hostile_shared_folder_08.ipynb", "q3_on_disk"]["reason"]
+    assert rows["08_checkpoint_hostile_shared_folder_08.ipynb",
+                "q3_on_disk"]["reason"]
 
 
 @needs_sandbox

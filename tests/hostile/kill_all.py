@@ -1,8 +1,8 @@
 # lab: 06_pipeline_parallel
 # base: solution
-# expect: 0 (its answers never leave the jail it killed)
-# Answers everything, then kills every process it can see (the grader's
-# included, were it visible): its own grading ends, nobody else's.
+# expect: full (kill -1 reaches only its own jail; it answered honestly)
+# Answers everything, then kills every process it can see: only those
+# of its own jail (the grader and the other submissions are not visible).
 import os
 import signal
 
