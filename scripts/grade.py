@@ -211,7 +211,17 @@ class Grader:
             work = base / "student"
             (work / "_build").mkdir(parents=True)
             shutil.copyfile(path, work / f"{lab}.ipynb")
+            grader = base / "grader"
+            (grader / "_build").mkdir(parents=True)
+            (grader / "job.json").write_text(json.dumps(
+                {"setup": setup, "tests": tests}))
+            job_sum = sha256(grader / "job.json")
             t0 = time.monotonic()
+            # the tests' own setup (real runs included) runs meanwhile
+            ev = self.jail.start(
+                [self.python, "-m", "grading.evaluate", "job.json"],
+                work=grader, course=self.course, env=self.env)
+            procs.append(ev)
             student = self.jail.start(
                 [self.python, "-m", "grading.runner", f"{lab}.ipynb"],
                 work=work, course=self.course, env=self.env)
@@ -232,17 +242,13 @@ class Grader:
                 assert type(values) is dict
             except (ValueError, KeyError, TypeError, AssertionError):
                 return {}, "the notebook's answers could not be read"
-            grader = base / "grader"
-            (grader / "_build").mkdir(parents=True)
-            job = grader / "job.json"
-            job.write_text(json.dumps({"setup": setup, "tests": tests,
-                                       "values": values}))
-            job_sum = sha256(job)
             t1 = time.monotonic()
-            ev = self.jail.start(
-                [self.python, "-m", "grading.evaluate", "job.json"],
-                work=grader, course=self.course, env=self.env)
-            procs.append(ev)
+            try:
+                ev.stdin.write(json.dumps({"values": values}).encode()
+                               + b"\n")
+                ev.stdin.flush()
+            except OSError:
+                pass  # the evaluator ended: its setup error is read below
             e_out = Lines(ev.stdout)
             while True:
                 try:
@@ -266,6 +272,8 @@ class Grader:
                     pass
                 ev.stdin.write(reply + b"\n")
                 ev.stdin.flush()
+            if sha256(grader / "job.json") != job_sum:
+                return {}, "tampering: the tests given to the grader changed"
         finally:
             for p in procs:
                 self.jail.stop(p)
@@ -276,7 +284,6 @@ class Grader:
             return {}, f"grader setup failed: {msg['setup_error']}"
         if msg.get("tampering"):
             return {}, "tampering: " + "; ".join(msg["tampering"])[:200]
-        del job_sum
         return {q: (r["points"], r["max"], "; ".join(r["reasons"]))
                 for q, r in msg["questions"].items()}, ""
 

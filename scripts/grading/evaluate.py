@@ -3,7 +3,8 @@
     python -m grading.evaluate JOB.json      (started by scripts/grade.py)
 
 No student code has run in this process. It runs the master's own setup
-cells (parameters, imports, the context the tests read), then adds each of
+cells (parameters, imports, the context the tests read) while the student's
+notebook runs, then reads the answers (one JSON line) and adds each of
 the student's answers that the setup did not define: plain data decoded
 here, or a proxy for a student function (each call goes through the grader
 to the student's jail, arguments and result as plain data). A student can
@@ -102,8 +103,11 @@ def main(job_path: str) -> None:
         proto.flush()
         return
     own = set(ns)
+    # the student's answers come only now: the setup ran meanwhile
+    line = replies.readline()
+    values = json.loads(line)["values"] if line else {}
     unreadable, tampering = {}, []
-    for name, item in job["values"].items():
+    for name, item in values.items():
         if name in own or type(item) is not dict:
             continue
         if item.get("tampering"):
