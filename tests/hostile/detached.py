@@ -1,17 +1,23 @@
 # lab: 06_pipeline_parallel
 # base: student
 # expect: 0
-# A process that leaves its process group and outlives grading, then
-# rewrites every grades.csv it can find.
+# A process that leaves its process group and session (double fork) to
+# outlive grading, then rewrites every grades.csv it can find.
 import subprocess
-from pathlib import Path
+import sys
 
 import labkit
 
-root = Path(labkit.__file__).resolve().parent.parent
-script = (f"sleep 4; for f in {root}/_build/grades/grades.csv /tmp/*/grades.csv "
-          "$(find / -name grades.csv 2>/dev/null); do "
-          "echo forged,06_pipeline_parallel,all,99,6 > $f; done")
-subprocess.Popen(["setsid", "sh", "-c", "exec -a hostile-detached-marker "
-                  f"sh -c '{script}'"], start_new_session=True,
-                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+CODE = f"""# hostile-detached-marker
+import glob, os, time
+if os.fork():
+    os._exit(0)
+os.setsid()
+time.sleep(4)
+root = {str(labkit.__file__)!r}.rsplit("/labkit/", 1)[0]
+for f in glob.glob(root + "/_build/grades/grades.csv") + glob.glob(
+        "/tmp/**/grades.csv", recursive=True):
+    open(f, "w").write("forged,06_pipeline_parallel,all,99,6\\n")
+"""
+subprocess.Popen([sys.executable, "-c", CODE], start_new_session=True,
+                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).wait()
