@@ -235,7 +235,8 @@ class Grader:
             try:
                 line = s_out.readline(t0 + self.timeout)
             except TimeoutError:
-                return {}, f"hang: no result after {self.timeout:.0f} s (killed)"
+                return {}, (f"hang: no result after {self.timeout:.0f} s "
+                            "(killed)")
             except ValueError as e:
                 return {}, f"the notebook's answers are too large ({e})"
             if line is None:
