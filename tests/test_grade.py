@@ -196,7 +196,7 @@ def test_blank_student_notebook_scores_zero(graded):
         blank = of(read(graded["out"]), name)
         if not SANDBOX and "poison" in name:
             continue
-        assert len(blank) == 3
+        assert len(blank) >= 3
         assert all(float(r["points"]) == 0 and r["reason"]
                    for r in blank.values()), blank
 

@@ -58,7 +58,31 @@ def source(doctest: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def shield() -> None:
+    """No other process of this jail may open our pipes or memory through
+    /proc (the build-it parts run the student's source on ranks started
+    from here): not dumpable, and the jail holds no CAP_SYS_PTRACE."""
+    import ctypes
+    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+
+
+def sweep() -> None:
+    """Kill what a test's runs left behind (a daemon forked by student code
+    on a rank) before the next test: every process of the jail but us and
+    PID 1."""
+    import signal
+    me = os.getpid()
+    for p in os.listdir("/proc"):
+        if p.isdigit() and int(p) not in (1, me):
+            try:
+                os.kill(int(p), signal.SIGKILL)
+            except OSError:
+                pass
+
+
 def main(job_path: str) -> None:
+    shield()
+    jailed = os.environ.get("GRADING_JAILED") == "1"
     proto = os.fdopen(os.dup(1), "w")
     log = os.open("evaluate.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     os.dup2(log, 1)
@@ -127,6 +151,8 @@ def main(job_path: str) -> None:
     for test in job["tests"]:
         q, got, reasons = test["name"], 0.0, []
         for k, case in enumerate(cases(test), 1):
+            if jailed:
+                sweep()
             kind = "hidden" if case.get("hidden") else "public"
             try:
                 exec(compile(source(case["code"]), f"<{q} {kind} check {k}>",

@@ -188,7 +188,7 @@ class Bubblewrap(Jail):
               "--bind", str(work), "/grading/work", "--chdir", "/grading/work",
               "--clearenv"]
         env = dict(env, PYTHONPATH="/grading/course", HOME="/grading/work",
-                   TMPDIR="/tmp")
+                   TMPDIR="/tmp", GRADING_JAILED="1")
         env.pop("GRADING_RO", None)
         for k, v in env.items():
             a += ["--setenv", k, v]
