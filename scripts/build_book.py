@@ -170,7 +170,13 @@ def student_edition(src: Path) -> None:
     cfg = yaml.safe_load(config.read_text())
     cfg["sphinx"].setdefault("config", {}).update(
         hide_solutions=True, html_copy_source=False, html_show_sourcelink=False)
-    cfg.setdefault("html", {})["use_download_button"] = False
+    # No "Download source file" (.md/.ipynb) link to the _sources/ this
+    # edition does not have: a theme option that _config.yml's html: section
+    # does not reach, so merged into the theme's options here (the .pdf
+    # print button goes with it).
+    cfg["sphinx"]["recursive_update"] = True
+    cfg["sphinx"]["config"].setdefault("html_theme_options", {})[
+        "use_download_button"] = False
     config.write_text(yaml.safe_dump(cfg, sort_keys=False))
 
 

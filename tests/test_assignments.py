@@ -8,6 +8,7 @@ masters: conftest.py ignores labs/assignments). tests/test_grade.py grades
 submissions against one of the archives built here.
 """
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -89,3 +90,66 @@ def test_a_master_whose_solution_fails_is_refused(tmp_path):
     r = assignments.build("99_wrong", master, timeout=300)
     assert r["status"] == "FAILED"
     assert not (assignments.OUT / "student" / "99_wrong.ipynb").exists()
+
+
+@pytest.mark.parametrize("name", sorted(MASTERS))
+def test_public_tests_carry_no_points(name):
+    """Points come from the hidden tests only: a public test a student can
+    pass with a wrong answer must not score."""
+    for c in cells(name):
+        src = source(c)
+        if c["cell_type"] == "code" and "# BEGIN TEST CONFIG" in src \
+                and "hidden: true" not in src:
+            assert re.search(r"^points: 0$", src, re.M), src[:200]
+    tests = [source(c) for c in cells(name) if c["cell_type"] == "code"
+             and "assert" in source(c)]
+    public = [t for t in tests if "hidden: true" not in t]
+    assert all("# BEGIN TEST CONFIG" in t for t in public), \
+        "a public test without its config (points: 0)"
+
+
+def test_every_student_cell_compiles(built):
+    for name in MASTERS:
+        assert assignments.uncompilable(
+            built / "student" / f"{name}.ipynb") == [], name
+
+
+def test_a_skeleton_that_does_not_compile_is_refused(tmp_path):
+    """A multi-line ``# SOLUTION`` turns into a broken skeleton: refused."""
+    student = tmp_path / "s.ipynb"
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell('x = {"a": ...,\n    ...\n'),
+                nbformat.v4.new_code_cell("%time y = 1\n!ls")]
+    nbformat.write(nb, student)
+    bad = assignments.uncompilable(student)
+    assert len(bad) == 1 and bad[0].startswith("cell 0")
+
+
+def test_a_renamed_notebook_finds_itself(built, tmp_path):
+    """The first cell locates the notebook by its metadata, so a student
+    may rename the file; two copies in one folder get one clear line."""
+    name = "02_collectives"
+    nb = json.loads((built / "student" / f"{name}.ipynb").read_text())
+    init = next("".join(c["source"]) for c in nb["cells"]
+                if "otter.Notebook(" in "".join(c["source"]))
+    (tmp_path / "my homework.ipynb").write_text(json.dumps(nb))
+    code = init.replace("import glob, json, otter",
+                        "import glob, json\nclass otter:\n"
+                        "    Notebook = staticmethod(lambda p: p)")
+    scope: dict = {}
+    cwd = os.getcwd()
+    try:
+        os.chdir(tmp_path)
+        exec(code, scope)
+        assert scope["grader"] == "my homework.ipynb"
+        (tmp_path / "copy.ipynb").write_text(json.dumps(nb))
+        with pytest.raises(RuntimeError, match="alone in its folder"):
+            exec(code, {})
+    finally:
+        os.chdir(cwd)
+
+
+def test_setup_cells_are_the_code_outside_questions():
+    setup = assignments.setup_cells(MASTERS["02_collectives"])
+    assert any("import collectives as C" in s for s in setup)
+    assert not any("allreduce_time" in s for s in setup)

@@ -1,15 +1,20 @@
-"""scripts/grade.py as an instructor uses it: one `grade` run over a folder
-of submissions of one cheap assignment (lab 6: the simulator, no torchrun),
-with a short hang limit; then the bad inputs, which stop before grading.
+"""scripts/grade.py as an instructor uses it: ONE `grade` run over a folder
+of honest and hostile submissions (tests/hostile/, written to break the
+grader), mostly of one cheap assignment (lab 6: the simulator, no torchrun),
+with a short hang limit; then the inputs where nothing can be graded.
 
 nbval is not a grading check (it passes a blank student notebook): here
-otter's autograder grades each notebook.
+the grader grades each notebook, in its jail (scripts/grading/).
 """
 import copy
 import csv
+import hashlib
 import json
+import os
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -18,22 +23,44 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import assignments  # noqa: E402
 import grade  # noqa: E402
+from grading import jail  # noqa: E402
 
 LAB = "06_pipeline_parallel"
+HOSTILE = ROOT / "tests" / "hostile"
 HANG_S = 90  # above one honest submission (~10 s idle, ~55 s on a loaded
 #             2-core machine), short enough for make test
+SANDBOX = jail.choose() is not None
+needs_sandbox = pytest.mark.skipif(
+    not SANDBOX, reason="no sandbox (apt-get install bubblewrap): hostile "
+    "submissions are not run unboxed")
+
+
+def header(path: Path) -> dict:
+    """``# lab:``, ``# base:``, ``# expect:`` of a hostile cell."""
+    return dict(re.findall(r"^# (lab|base|expect): (.*)$",
+                           path.read_text(), re.M))
+
+
+def hostile() -> dict[str, Path]:
+    return {p.stem: p for p in sorted(HOSTILE.glob("*.py"))}
 
 
 @pytest.fixture(scope="module")
 def built():
-    """The lab's student notebook, answer key and autograder (built by
-    tests/test_assignments.py earlier in `make test`, else here)."""
-    a = assignments.OUT
-    paths = (a / "student" / f"{LAB}.ipynb", a / "solution" / f"{LAB}.ipynb",
-             a / "autograder" / f"{LAB}.zip")
-    if not all(p.exists() for p in paths):
-        assert assignments.main(["--only", "pipeline_parallel"]) == 0
-    return [json.loads(p.read_text()) for p in paths[:2]]
+    """Student notebooks, answer keys and autograders of the labs graded
+    here (built by tests/test_assignments.py earlier in `make test`, else
+    here)."""
+    labs = {LAB} | {header(p)["lab"] for p in hostile().values()}
+    a, out = assignments.OUT, {}
+    for lab in sorted(labs):
+        paths = (a / "student" / f"{lab}.ipynb",
+                 a / "solution" / f"{lab}.ipynb",
+                 a / "autograder" / f"{lab}.zip")
+        if not all(p.exists() for p in paths):
+            assert assignments.main(["--only", lab.partition("_")[2]]) == 0
+        out[lab] = {"student": json.loads(paths[0].read_text()),
+                    "solution": json.loads(paths[1].read_text())}
+    return out
 
 
 def edit(nb, find: str, source: str):
@@ -43,6 +70,13 @@ def edit(nb, find: str, source: str):
     cell = next(c for c in nb["cells"] if c["cell_type"] == "code"
                 and find in "".join(c["source"]))
     cell["source"] = source
+    return nb
+
+
+def append(nb, source: str):
+    nb = copy.deepcopy(nb)
+    nb["cells"].append({"cell_type": "code", "metadata": {}, "outputs": [],
+                        "execution_count": None, "source": source})
     return nb
 
 
@@ -58,9 +92,40 @@ def read(out: Path) -> dict:
         return {(r["student_file"], r["question"]): r for r in csv.DictReader(f)}
 
 
+def of(rows: dict, student: str) -> dict:
+    return {q: r for (f, q), r in rows.items() if f == student}
+
+
+def tree_sum(folder: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(folder.rglob("*")):
+        if p.is_file():
+            h.update(str(p.relative_to(folder)).encode() + p.read_bytes())
+    return h.hexdigest()
+
+
+def git_state() -> str:
+    return subprocess.run(["git", "status", "--porcelain", "--ignored=no"],
+                          cwd=ROOT, capture_output=True, text=True).stdout + \
+        subprocess.run(["git", "diff"], cwd=ROOT, capture_output=True,
+                       text=True).stdout
+
+
+def processes(marker: str) -> list[str]:
+    out = []
+    for p in Path("/proc").glob("[0-9]*"):
+        try:
+            cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if marker in cmd and str(os.getpid()) != p.name:
+            out.append(cmd)
+    return out
+
+
 @pytest.fixture(scope="module")
 def graded(built, tmp_path_factory):
-    student, solution = built
+    student, solution = built[LAB]["student"], built[LAB]["solution"]
     subs = tmp_path_factory.mktemp("submissions")
     out = tmp_path_factory.mktemp("grades")
     (out / "grades.csv").write_text("an earlier run\n")
@@ -78,18 +143,48 @@ def graded(built, tmp_path_factory):
                                   "import time\ntime.sleep(100_000)\n"))
     put("alice.ipynb", solution)  # renamed: the lab comes from its metadata
     (subs / f"{LAB}_bob.ipynb").write_text("my answers: 41, 20\n")
-    r = run_grade(subs, out, "--timeout", str(HANG_S), "--jobs", "3")
-    return r, out
+    (subs / "homework.pdf").write_bytes(b"%PDF-1.4")
+    (subs / f"{LAB}_v3.ipynb").write_text(json.dumps(
+        {"nbformat": 3, "worksheets": [{"cells": []}], "metadata": {}}))
+    (subs / "99_nothing.ipynb").write_text(json.dumps(
+        {"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    if SANDBOX:
+        put("08_checkpoint_key.ipynb", built["08_checkpoint"]["solution"])
+        for name, path in hostile().items():
+            h = header(path)
+            put(f"{h['lab']}_hostile_{name}.ipynb",
+                append(built[h["lab"]][h["base"]], path.read_text()))
+        put(f"{LAB}_z_blank_after_poison.ipynb", student)
+    before = (git_state(), tree_sum(assignments.OUT))
+    t0 = time.monotonic()
+    r = run_grade(subs, out, "--timeout", str(HANG_S), "--jobs", "3",
+                  *(() if SANDBOX else ("--unsafe-no-isolation",)))
+    seconds = time.monotonic() - t0
+    csv_after_run = (out / "grades.csv").read_bytes()
+    time.sleep(6)  # a detached process would write within 4 s
+    return {"r": r, "out": out, "before": before, "seconds": seconds,
+            "csv": csv_after_run,
+            "after": (git_state(), tree_sum(assignments.OUT))}
 
 
 def test_grade_run_goes_on(graded):
-    r, out = graded
+    r = graded["r"]
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "7 submissions" in r.stdout
+    assert re.search(r"\d+ submissions in", r.stdout), r.stdout
+    print(f"graded in {graded['seconds']:.0f} s:\n{r.stdout}")
+
+
+def test_summary_and_csv_name_the_isolation(graded):
+    assert "isolation: " in graded["r"].stdout
+    rows = read(graded["out"])
+    want = "bubblewrap" if SANDBOX else "rlimits"
+    assert {r["isolation"] for r in rows.values()} == {want}
+    if SANDBOX:
+        assert "namespaces" in graded["r"].stdout
 
 
 def test_solution_full_marks(graded):
-    rows = read(graded[1])
+    rows = read(graded["out"])
     for q in ("q1_smallest_m", "q2_activations", "q3_interleaved"):
         row = rows[f"{LAB}_solution.ipynb", q]
         assert float(row["points"]) == float(row["max"]) > 0, row
@@ -97,62 +192,131 @@ def test_solution_full_marks(graded):
 
 
 def test_blank_student_notebook_scores_zero(graded):
-    rows = read(graded[1])
-    blank = [r for (f, _), r in rows.items() if f == f"{LAB}_blank.ipynb"]
-    assert len(blank) == 3
-    assert all(float(r["points"]) == 0 and r["reason"] for r in blank)
+    for name in (f"{LAB}_blank.ipynb", f"{LAB}_z_blank_after_poison.ipynb"):
+        blank = of(read(graded["out"]), name)
+        if not SANDBOX and "poison" in name:
+            continue
+        assert len(blank) >= 3
+        assert all(float(r["points"]) == 0 and r["reason"]
+                   for r in blank.values()), blank
 
 
 def test_one_wrong_answer_loses_that_question_only(graded):
-    rows = read(graded[1])
-    got = {q: float(rows[f"{LAB}_one_wrong.ipynb", q]["points"])
-           for q in ("q1_smallest_m", "q2_activations", "q3_interleaved")}
+    rows = of(read(graded["out"]), f"{LAB}_one_wrong.ipynb")
+    got = {q: float(r["points"]) for q, r in rows.items()}
     assert got["q2_activations"] == 0
     assert got["q1_smallest_m"] == got["q3_interleaved"] == 2
-    assert rows[f"{LAB}_one_wrong.ipynb", "q2_activations"]["reason"]
+    assert rows["q2_activations"]["reason"]
 
 
 def test_broken_notebooks_have_a_reason(graded):
-    rows = read(graded[1])
+    rows = read(graded["out"])
     syntax = rows[f"{LAB}_syntax.ipynb", "q3_interleaved"]
     assert float(syntax["points"]) == 0 and syntax["reason"]
     assert float(rows[f"{LAB}_syntax.ipynb", "q1_smallest_m"]["points"]) == 2
-    hang = [r for (f, _), r in rows.items() if f == f"{LAB}_a_hang.ipynb"]
+    hang = of(rows, f"{LAB}_a_hang.ipynb").values()
     assert hang and all(float(r["points"]) == 0 and "hang" in r["reason"]
                         for r in hang)
-    bob = [r for (f, _), r in rows.items() if f == f"{LAB}_bob.ipynb"]
-    assert bob and all(float(r["points"]) == 0 and "not a notebook"
-                       in r["reason"] for r in bob)
-    alice = [r for (f, _), r in rows.items() if f == "alice.ipynb"]
+    for name, why in ((f"{LAB}_bob.ipynb", "not a notebook"),
+                      ("homework.pdf", "not a notebook"),
+                      (f"{LAB}_v3.ipynb", "format 3"),
+                      ("99_nothing.ipynb", "unknown lab")):
+        mine = of(rows, name).values()
+        assert mine and all(float(r["points"]) == 0 and why in r["reason"]
+                            for r in mine), (name, mine)
+    alice = of(rows, "alice.ipynb").values()
     assert alice and all(float(r["points"]) == float(r["max"])
                          and "metadata" in r["reason"] for r in alice)
 
 
 def test_earlier_grades_kept(graded):
-    kept = list(graded[1].glob("grades.csv.*"))
+    kept = list(graded["out"].glob("grades.csv.*"))
     assert len(kept) == 1 and kept[0].read_text() == "an earlier run\n"
 
 
-@pytest.mark.parametrize("case", ["missing", "empty", "unknown_lab", "pdf",
-                                  "nbformat3"])
-def test_bad_input_one_line_exit_2(case, built, tmp_path):
+def test_no_score_above_its_max(graded):
+    for row in read(graded["out"]).values():
+        if row["max"]:
+            assert 0 <= float(row["points"]) <= float(row["max"]), row
+
+
+@needs_sandbox
+@pytest.mark.parametrize("name", sorted(hostile()))
+def test_hostile_submission_gets_only_honest_points(graded, name):
+    h = header(hostile()[name])
+    expect = h["expect"].split(" (")[0]
+    honest = dict(kv.split("=") for kv in expect.split() if "=" in kv)
+    rows = of(read(graded["out"]), f"{h['lab']}_hostile_{name}.ipynb")
+    assert rows, name
+    got = {q: float(r["points"]) for q, r in rows.items()}
+    if expect == "full":
+        honest = {q: r["max"] for q, r in rows.items()}
+    assert got == {q: float(honest.get(q, 0)) for q in rows}, rows
+
+
+@needs_sandbox
+def test_tampering_is_named(graded):
+    rows = of(read(graded["out"]), f"{LAB}_hostile_always_equal.ipynb")
+    assert all(r["reason"].startswith("tampering: ") for r in rows.values())
+
+
+@needs_sandbox
+def test_shared_folder_gives_nothing(graded):
+    rows = read(graded["out"])
+    key = of(rows, "08_checkpoint_key.ipynb")
+    assert all(float(r["points"]) == float(r["max"]) for r in key.values())
+    assert rows["08_checkpoint_hostile_shared_folder_08.ipynb",
+                "q3_on_disk"]["reason"]
+
+
+@needs_sandbox
+def test_checkout_and_keys_untouched(graded):
+    assert graded["after"] == graded["before"]
+
+
+@needs_sandbox
+def test_no_process_left_and_grades_stay(graded):
+    assert processes("hostile-detached-marker") == []
+    assert processes("grading.runner") == []
+    assert processes("grading.evaluate") == []
+    assert (graded["out"] / "grades.csv").read_bytes() == graded["csv"]
+    assert b"forged" not in graded["csv"]
+
+
+def test_reasons_never_quote_hidden_tests(graded):
+    code = set()
+    for lab in {r["lab"] for r in read(graded["out"]).values()}:
+        if (grade.AUTOGRADERS / f"{lab}.zip").exists():
+            for t in grade.tests_of(grade.AUTOGRADERS / f"{lab}.zip"):
+                for s in t["suites"]:
+                    for c in s["cases"]:
+                        code |= {ln[4:].split(", '")[0].split(', "')[0]
+                                 for ln in c["code"].splitlines()
+                                 if len(ln) > 24}
+    for row in read(graded["out"]).values():
+        assert not any(c in row["reason"] for c in code), row
+
+
+@pytest.mark.parametrize("case", ["missing", "empty"])
+def test_nothing_to_grade_one_line_exit_2(case, built, tmp_path):
     subs, out = tmp_path / "subs", tmp_path / "out"
     out.mkdir()
     (out / "grades.csv").write_text("earlier\n")
     if case != "missing":
         subs.mkdir()
-    if case == "unknown_lab":
-        (subs / "99_nothing.ipynb").write_text(json.dumps(
-            {"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
-    if case == "nbformat3":
-        (subs / f"{LAB}.ipynb").write_text(json.dumps(
-            {"nbformat": 3, "worksheets": [{"cells": []}], "metadata": {}}))
-    if case == "pdf":
-        (subs / f"{LAB}.ipynb").write_text(json.dumps(built[0]))
-        (subs / "homework.pdf").write_bytes(b"%PDF-1.4")
     r = run_grade(subs, out)
     assert r.returncode == 2, r.stdout + r.stderr
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("grade: "), r.stderr
     assert [p.name for p in out.iterdir()] == ["grades.csv"]
     assert (out / "grades.csv").read_text() == "earlier\n"
+
+
+def test_no_sandbox_refuses_in_one_line(monkeypatch, tmp_path, capsys, built):
+    (tmp_path / f"{LAB}.ipynb").write_text(json.dumps(built[LAB]["student"]))
+    monkeypatch.setattr(grade.jails, "choose", lambda unsafe=False:
+                        jail.Jail() if unsafe else None)
+    assert grade.main([str(tmp_path), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "bubblewrap" in err[0]
+    assert "--unsafe-no-isolation" in err[0]

@@ -149,6 +149,19 @@ def test_student_edition_has_no_solution_text(student_html):
     assert leaks(student_html, frags, distinct) == {}
 
 
+def test_student_edition_publishes_only_html(student_html):
+    """book.yml publishes this folder: the pages, no notebook or source
+    copy (``jupyter_execute/`` and ``src/`` stay beside it, unpublished),
+    and no "Download source file" link to the ``_sources/`` it lacks."""
+    assert not list(student_html.rglob("*.ipynb"))
+    assert not list(student_html.rglob("*.md"))
+    assert not any(p.name in ("jupyter_execute", "src", "_sources")
+                   for p in student_html.rglob("*") if p.is_dir())
+    pages = list(student_html.rglob("*.html"))
+    assert pages and not [p for p in pages if "download-source-button"
+                          in p.read_text() or "_sources/" in p.read_text()]
+
+
 @pytest.mark.skipif(not os.environ.get("LABKIT_BOOK_BUILT"),
                     reason="needs the strict book build of make test")
 def test_instructor_edition_has_the_solutions():

@@ -85,7 +85,7 @@ def test_workflows_run_the_readme_targets():
         extra = [line for line in _runs(wf) if SECOND_RECIPES.search(line)]
         assert not extra, f"{wf.name} runs its own recipe: {extra}"
         seen[wf.stem] = cmds
-    assert "make book" in seen["book"]
+    assert "make book" in seen["book"] and "make book-student" in seen["book"]
     assert "make test" in seen["test"]
     assert {"make labs PROFILE=gpu8", "make book PROFILE=gpu8"} <= set(
         seen["gpu-labs"])
@@ -111,3 +111,17 @@ def test_deploy_fills_repository_and_url_from_the_run(tmp_path):
     assert filled["repository"]["url"] == "https://github.com/someone/fork"
     assert filled["repository"]["branch"] == "dev"
     assert filled["html"]["baseurl"] == "https://someone.github.io/fork/"
+
+
+def test_the_site_is_the_student_edition():
+    """Pages gets only the student edition's HTML folder; the instructor
+    edition leaves the run only encrypted, as an artifact."""
+    steps = yaml.safe_load((ROOT / ".github" / "workflows" / "book.yml")
+                           .read_text())["jobs"]["build"]["steps"]
+    pages = [s for s in steps
+             if s.get("uses", "").startswith("actions/upload-pages-artifact")]
+    assert [s["with"]["path"] for s in pages] == ["_build/student/_build/html"]
+    kept = [s for s in steps
+            if s.get("uses", "").startswith("actions/upload-artifact")]
+    assert all(s["with"]["path"].endswith(".gpg") for s in kept)
+    assert all(s.get("with", {}).get("path") != "_build/html" for s in steps)

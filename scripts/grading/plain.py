@@ -1,0 +1,145 @@
+"""Plain data across the jail wall: numbers, strings, lists, dicts, arrays.
+
+    encode(value) -> JSON-able tree      (student side, untrusted)
+    decode(tree)  -> value               (grader side)
+
+Only exact built-in types are plain: an ``int`` subclass whose ``==`` is
+always true is not an int here (``NotPlain``, and ``suspicious`` says it
+subclasses a plain type, which the grader reports as tampering). Arrays and
+tensors travel as raw bytes with dtype and shape; dataclass records of the
+course package (``labkit.*``) as their fields, rebuilt by the grader with
+the class's own constructor. Nothing is ever unpickled.
+"""
+from __future__ import annotations
+
+import base64
+import dataclasses
+import importlib
+import math
+
+SCALARS = (type(None), bool, int, float, str)
+MAX_DEPTH = 40
+
+
+class NotPlain(TypeError):
+    """A value the grader cannot take as data."""
+
+
+def suspicious(v) -> bool:
+    """A subclass of a plain type: it may redefine ``==`` and friends."""
+    base = (bool, int, float, str, list, tuple, dict, set, frozenset)
+    return isinstance(v, base) and type(v) not in base
+
+
+def _array(v):
+    t = type(v)
+    mod = t.__module__.split(".")[0]
+    if mod == "numpy":
+        import numpy as np
+        if t is np.ndarray and not v.dtype.hasobject:
+            return {"kind": "numpy", "scalar": False}, np.ascontiguousarray(v)
+        if isinstance(v, np.generic) and t.__module__ == "numpy":
+            return {"kind": "numpy", "scalar": True}, np.asarray(v)
+    if mod == "torch" and t.__name__ in ("Tensor", "Parameter"):
+        a = v.detach().cpu()
+        kind = {"kind": "torch", "dtype": str(a.dtype).split(".")[-1]}
+        if a.dtype.is_floating_point and a.element_size() == 2:
+            a = a.float()
+        return kind, a.contiguous().numpy()
+    return None
+
+
+def encode(v, depth: int = 0):
+    if depth > MAX_DEPTH:
+        raise NotPlain("nested too deep")
+    t = type(v)
+    if t in SCALARS:
+        if t is float and not math.isfinite(v):
+            return {"__float__": repr(v)}
+        return v
+    if t in (list, tuple, set, frozenset):
+        tag = {list: "__list__", tuple: "__tuple__"}.get(t, "__set__")
+        items = sorted(v, key=repr) if tag == "__set__" else v
+        return {tag: [encode(x, depth + 1) for x in items]}
+    if t is dict:
+        return {"__dict__": [[encode(k, depth + 1), encode(x, depth + 1)]
+                             for k, x in v.items()]}
+    arr = _array(v)
+    if arr is not None:
+        kind, a = arr
+        return {"__array__": dict(kind, npdtype=a.dtype.str,
+                                  shape=list(a.shape),
+                                  data=base64.b64encode(a.tobytes()).decode())}
+    if dataclasses.is_dataclass(v) and not isinstance(v, type) \
+            and t.__module__.startswith("labkit."):
+        return {"__record__": f"{t.__module__}:{t.__qualname__}",
+                "fields": {f.name: encode(getattr(v, f.name), depth + 1)
+                           for f in dataclasses.fields(v) if f.init}}
+    raise NotPlain(f"a {t.__module__}.{t.__qualname__}")
+
+
+def decode(tree, depth: int = 0):
+    if depth > MAX_DEPTH:
+        raise NotPlain("nested too deep")
+    t = type(tree)
+    if t in SCALARS:
+        return tree
+    if t is list:  # JSON lists only appear inside tags
+        raise NotPlain("an untagged list")
+    if t is not dict or len(tree) not in (1, 2):
+        raise NotPlain(f"a malformed value ({t.__name__})")
+    if "__float__" in tree:
+        s = tree["__float__"]
+        if s not in ("nan", "inf", "-inf"):
+            raise NotPlain("a malformed float")
+        return float(s)
+    for tag, make in (("__list__", list), ("__tuple__", tuple),
+                      ("__set__", set)):
+        if tag in tree:
+            return make(decode(x, depth + 1) for x in _items(tree[tag]))
+    if "__dict__" in tree:
+        out = {}
+        for pair in _items(tree["__dict__"]):
+            if type(pair) is not list or len(pair) != 2:
+                raise NotPlain("a malformed dict")
+            k = decode(pair[0], depth + 1)
+            if type(k) not in SCALARS and type(k) is not tuple:
+                raise NotPlain("a dict key that is not plain")
+            out[k] = decode(pair[1], depth + 1)
+        return out
+    if "__array__" in tree:
+        return _decode_array(tree["__array__"])
+    if "__record__" in tree:
+        mod, _, name = str(tree["__record__"]).partition(":")
+        if not mod.startswith("labkit.") or not name.isidentifier():
+            raise NotPlain("a record of a class outside the course package")
+        cls = getattr(importlib.import_module(mod), name)
+        if not (dataclasses.is_dataclass(cls) and isinstance(cls, type)):
+            raise NotPlain(f"{name} is not a record")
+        fields = tree.get("fields")
+        if type(fields) is not dict:
+            raise NotPlain("a malformed record")
+        return cls(**{str(k): decode(x, depth + 1) for k, x in fields.items()})
+    raise NotPlain("an unknown tag")
+
+
+def _items(x):
+    if type(x) is not list:
+        raise NotPlain("a malformed container")
+    return x
+
+
+def _decode_array(d):
+    import numpy as np
+    if type(d) is not dict:
+        raise NotPlain("a malformed array")
+    dtype = np.dtype(str(d["npdtype"]))
+    if dtype.hasobject:
+        raise NotPlain("an array of objects")
+    shape = tuple(int(n) for n in d["shape"])
+    a = np.frombuffer(base64.b64decode(d["data"]), dtype=dtype)
+    a = a.reshape(shape).copy()
+    if d.get("kind") == "torch":
+        import torch
+        return torch.from_numpy(a).to(getattr(torch, str(d["dtype"])))
+    return a[()] if d.get("scalar") else a
