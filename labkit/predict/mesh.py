@@ -115,24 +115,29 @@ def tp_comm(layers: int, micro_batch: int, seq: int, hidden: int, tp: int,
 
 
 def dp_comm(vocab: int, seq: int, layers: int, hidden: int, dp: int,
-            tp: int, bytes_per_param: int = 4, mlp_ratio: int = 4) -> dict:
+            tp: int, bytes_per_param: int = 4, mlp_ratio: int = 4,
+            grad_bytes: int | None = None) -> dict:
     """``{op: {"calls", "bytes"}}`` inside "dp": FSDP2 FULL_SHARD on the
-    TP-local units (:func:`labkit.predict.sharding_calls.predict_calls`)."""
+    TP-local units (:func:`labkit.predict.sharding_calls.predict_calls`);
+    ``grad_bytes``: the reduce dtype's (4 with bf16 parameters and an fp32
+    ``reduce_dtype``)."""
     if dp == 1:
         return {}
     units = unit_shapes(vocab, seq, layers, hidden, tp, mlp_ratio)
     return _calls.summarize(_calls.predict_calls(units, dp, "full_shard",
-                                                 bytes_per_param))
+                                                 bytes_per_param,
+                                                 grad_bytes))
 
 
 def step_comm(vocab: int, seq: int, layers: int, hidden: int, dp: int,
               tp: int, micro_batch: int, sequence_parallel: bool = False,
-              bytes_per_element: int = 4, mlp_ratio: int = 4) -> dict:
+              bytes_per_element: int = 4, mlp_ratio: int = 4,
+              grad_bytes: int | None = None) -> dict:
     """``{"tp": {...}, "dp": {...}}``: what one rank sends in one step."""
     return {"tp": tp_comm(layers, micro_batch, seq, hidden, tp,
                           sequence_parallel, bytes_per_element),
             "dp": dp_comm(vocab, seq, layers, hidden, dp, tp,
-                          bytes_per_element, mlp_ratio)}
+                          bytes_per_element, mlp_ratio, grad_bytes)}
 
 
 def shapes(world_size: int) -> list[tuple[int, int]]:

@@ -32,6 +32,7 @@ import time
 
 import torch
 
+from labkit import device as D
 from labkit import dist
 from labkit.measure.collectives import CollectiveCounter
 from labkit.model import (add_shape_arguments, build, config_from_args,
@@ -229,6 +230,7 @@ def main(argv=None):
     results = [run_layout(lay, config, ctx, a, reference)
                for lay in layouts]
     dist.save(ctx, {"config": vars(a), "model": vars(config),
+                    "device_name": D.name(ctx.device),
                     "results": results})
     dist.close()
 
