@@ -74,9 +74,11 @@ def run(method, causal, q, k, v, dout, ctx):
 def timed(method, causal, q, k, v, dout, ctx, steps):
     times = []
     for _ in range(steps):
+        dist.sync(ctx)
         tdist.barrier()
         t0 = time.perf_counter()
         run(method, causal, q, k, v, dout, ctx)
+        dist.sync(ctx)
         times.append(time.perf_counter() - t0)
     return statistics.median(times) if times else None
 
@@ -118,7 +120,8 @@ def main(argv=None):
                          f"heads {a.heads} by {p}")
     g = torch.Generator().manual_seed(a.seed)
     shape = (a.batch, a.heads, a.seq, a.head_dim)
-    q, k, v, dout = (torch.randn(shape, generator=g) for _ in range(4))
+    q, k, v, dout = (torch.randn(shape, generator=g).to(ctx.device)
+                     for _ in range(4))
     results = []
     for causal in (False, True):
         x = [t.clone().requires_grad_(True) for t in (q, k, v)]

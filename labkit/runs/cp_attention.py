@@ -74,8 +74,8 @@ def _blocks(q_chs, k_chs, causal):
 def _scores(q, k, q0, k0, masked, scale):
     s = q @ k.transpose(-1, -2) * scale
     if masked:
-        qp = torch.arange(q0, q0 + q.shape[-2]).view(-1, 1)
-        kp = torch.arange(k0, k0 + k.shape[-2]).view(1, -1)
+        qp = torch.arange(q0, q0 + q.shape[-2], device=q.device)[:, None]
+        kp = torch.arange(k0, k0 + k.shape[-2], device=q.device)[None]
         s = s.masked_fill(kp > qp, float("-inf"))
     return s
 
@@ -133,7 +133,8 @@ class RingAttention(torch.autograd.Function):
         r, p, nxt, prv = _ring_peers(group)
         s = q.shape[-2] * p
         out = torch.zeros_like(q)
-        lse = torch.full(q.shape[:-1], float("-inf"), dtype=q.dtype)
+        lse = torch.full(q.shape[:-1], float("-inf"), dtype=q.dtype,
+                         device=q.device)
         kv = torch.stack([k, v]).contiguous()
         q_chs = chunks(r, p, s, balanced)
         for i in range(p):
@@ -244,7 +245,8 @@ class LocalAttention(torch.autograd.Function):
     def forward(ctx, q, k, v, causal, work):
         s = q.shape[-2]
         out = torch.zeros_like(q)
-        lse = torch.full(q.shape[:-1], float("-inf"), dtype=q.dtype)
+        lse = torch.full(q.shape[:-1], float("-inf"), dtype=q.dtype,
+                         device=q.device)
         block_forward(q, k, v, [(0, s)], [(0, s)], causal, out, lse, work)
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.causal = causal
