@@ -153,26 +153,32 @@ def local_bytes(model) -> int:
     return total
 
 
-def run_layout(lay: dict, config, ctx, a, reference) -> dict:
+def setup(lay: dict, config, ctx, bf16: bool = False, seed: int = 0):
+    """The model of one layout on this rank: ``(model, optimizer, mesh,
+    autocast or None)`` (also what ``labkit dryrun`` builds)."""
     from torch.distributed.device_mesh import init_device_mesh
     mesh = init_device_mesh(ctx.device.type, (lay["dp"], lay["tp"]),
                             mesh_dim_names=("dp", "tp"))
     mp = None
-    if a.bf16:
+    if bf16:
         from torch.distributed.fsdp import MixedPrecisionPolicy
         mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16,
                                   reduce_dtype=torch.float32)
-    model = parallelize(build(config, a.seed).to(ctx.device), mesh,
+    model = parallelize(build(config, seed).to(ctx.device), mesh,
                         lay["sp"], mp)
-    opt = make_optimizer(model)
+    amp = (torch.autocast(ctx.device.type, dtype=torch.bfloat16)
+           if bf16 and lay["dp"] == 1 else None)
+    return model, make_optimizer(model), mesh, amp
+
+
+def run_layout(lay: dict, config, ctx, a, reference) -> dict:
+    model, opt, mesh, amp = setup(lay, config, ctx, a.bf16, a.seed)
     dp_rank = mesh.get_local_rank("dp")
 
     def data(step):
         x, y = batch(config, a.global_batch, step, a.seed, ctx.device)
         return local_batch(x, y, dp_rank, lay["dp"])
 
-    amp = (torch.autocast(ctx.device.type, dtype=torch.bfloat16)
-           if a.bf16 and lay["dp"] == 1 else None)
     losses = []
     for step in range(a.steps):
         x, y = data(step)
