@@ -266,3 +266,29 @@ def test_cli_bad_partition_is_one_line_exit_2(args):
     r = _cli("--params", "13e9", "--gpus", "8", "--batch", "32", *args)
     assert r.returncode == 2, r.stdout + r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_context_parallel_makes_llama3_long_context_fit():
+    # Dubey et al. 2024, Table 4: the long-context stage of Llama 3 405B,
+    # 16384 H100, TP 8 x CP 16 x PP 16 x DP 8, sequence 131072, 16M tokens
+    # per batch (128 sequences)
+    m = Model(126, 16384, 128, 131072, 128000)
+    c = Cluster(16384, 8, "h100-80gb")
+    with_cp = [x for x in plan(m, 128, c, tp=8, pp=16,
+                               context_parallel=(16,)) if x.feasible]
+    assert with_cp and all(x.cp == 16 and x.dp == 8 for x in with_cp)
+    without = plan(m, 128, c, tp=8, pp=16)
+    assert not any(x.feasible for x in without)
+    # activations per rank: the sequence divided by cp
+    lay = with_cp[0]
+    assert lay.time["cp_exposed"] >= 0 and "cp16" in lay.name()
+
+
+def test_cli_cp():
+    r = _cli("--params", "13e9", "--gpus", "16", "--batch", "32", "--cp",
+             "2", "--top", "2", "--json")
+    assert r.returncode == 0, r.stderr
+    assert all(x["cp"] == 2 for x in json.loads(r.stdout)["layouts"])
+    bad = _cli("--params", "13e9", "--gpus", "16", "--batch", "32", "--cp",
+               "3")
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1

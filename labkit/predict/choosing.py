@@ -52,15 +52,17 @@ def _divisors(n: int) -> list[int]:
 
 def _layouts(m: Model, batch: int, c: Cluster, recompute, offload, zero,
              sequence_parallel, tp=None, pp=None, micro_batch=None,
-             stages=None):
+             stages=None, context_parallel=(1,)):
     for t in _divisors(min(c.gpus_per_node, c.gpus)):
         if m.heads % t or m.hidden % t or (tp and t != tp):
             continue
-        for p in _divisors(c.gpus // t):  # even or not (partition.py)
-            if p > m.layers or (pp and p != pp):
+        for p, cp in ((p, cp) for p in _divisors(c.gpus // t)
+                      for cp in context_parallel):
+            if (p > m.layers or (pp and p != pp) or c.gpus % (t * p * cp)
+                    or m.seq % (2 * cp)):   # zigzag: 2 cp chunks
                 continue
-            parts = stages(p)
-            d = c.gpus // (t * p)
+            parts = stages(p)  # even or not (partition.py)
+            d = c.gpus // (t * p * cp)
             if batch % d:
                 continue
             for b in _divisors(batch // d):
@@ -69,7 +71,7 @@ def _layouts(m: Model, batch: int, c: Cluster, recompute, offload, zero,
                 for z in zero:
                     if p > 1 and z >= 2:  # Megatron/DeepSpeed: ZeRO-1 w/ PP
                         continue
-                    if d == 1 and z > 0:
+                    if d * cp == 1 and z > 0:
                         continue
                     for r in recompute:
                         for off in offload:
@@ -82,7 +84,7 @@ def _layouts(m: Model, batch: int, c: Cluster, recompute, offload, zero,
                                     continue
                                 yield Layout(t, p, d, z, b,
                                              batch // (d * b), r, off, sp,
-                                             parts)
+                                             parts, cp=cp)
 
 
 def check(m: Model, batch: int, c: Cluster, tp=None, pp=None,
@@ -126,12 +128,13 @@ def plan(m: Model, batch: int, c: Cluster, a: Assumptions | None = None,
          recompute=RECOMPUTE, offload=("none",), zero=(0, 1, 2, 3),
          sequence_parallel=(False, True), tp=None, pp=None,
          micro_batch=None, partition=None, first_stage_layers=None,
-         last_stage_layers=None) -> list[Layout]:
+         last_stage_layers=None, context_parallel=(1,)) -> list[Layout]:
     """Every layout, priced; feasible ones first, ranked by step time.
 
     ``partition`` (layers per stage) fixes the pipeline; otherwise each
     depth is split by :func:`labkit.predict.partition.partition`, with
     ``first_stage_layers`` / ``last_stage_layers`` pinning the ends.
+    ``context_parallel``: the CP degrees to search (1: none).
     """
     a = a or Assumptions()
     if partition is not None:
@@ -141,6 +144,12 @@ def plan(m: Model, batch: int, c: Cluster, a: Assumptions | None = None,
                              f"--pp says {pp}")
         pp = len(partition)
     check(m, batch, c, tp, pp, micro_batch)
+    for cp in context_parallel:
+        if not isinstance(cp, int) or cp < 1 or m.seq % (2 * cp) and cp > 1:
+            raise ValueError(f"cp={cp} must be >= 1 and divide the "
+                             f"sequence ({m.seq}) in 2 cp chunks")
+        if c.gpus % cp:
+            raise ValueError(f"{c.gpus} GPUs are not divisible by cp={cp}")
     pinned = first_stage_layers is not None or last_stage_layers is not None
     if pinned and pp is None:
         raise ValueError("--first/last-stage-layers need --pp")
@@ -156,7 +165,8 @@ def plan(m: Model, batch: int, c: Cluster, a: Assumptions | None = None,
     peak = _flops.peak_tflops(c.spec.peak) * 1e12
     node_gpus = min(c.gpus, c.gpus_per_node)
     for lay in _layouts(m, batch, c, recompute, offload, zero,
-                        sequence_parallel, tp, pp, micro_batch, stages):
+                        sequence_parallel, tp, pp, micro_batch, stages,
+                        context_parallel):
         lay.stage, lay.memory = memory(m, lay, a)
         lay.host_memory_per_node = lay.memory["cpu"] * node_gpus
         lay.time = step_time(m, lay, c, a)
@@ -221,6 +231,9 @@ def add_arguments(p) -> None:
     p.add_argument("--tp", type=int)
     p.add_argument("--pp", type=int)
     p.add_argument("--micro-batch", type=int)
+    p.add_argument("--cp", type=int, default=1,
+                   help="context-parallel ranks (ring attention over the "
+                   "sequence); 1: none")
     p.add_argument("--partition", type=_part.parse,
                    help="layers per pipeline stage, e.g. 5,6,6,5 (sets pp)")
     p.add_argument("--first-stage-layers", type=int,
@@ -267,7 +280,8 @@ def main(args) -> int:
     lays = plan(m, args.batch, c, a, rec, off, tp=args.tp, pp=args.pp,
                 micro_batch=args.micro_batch, partition=args.partition,
                 first_stage_layers=args.first_stage_layers,
-                last_stage_layers=args.last_stage_layers)
+                last_stage_layers=args.last_stage_layers,
+                context_parallel=(args.cp,))
     ok = [x for x in lays if x.feasible]
     shown = ok[:args.top] + ([x for x in lays if not x.feasible]
                              if args.all else [])
