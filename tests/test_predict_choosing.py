@@ -15,7 +15,9 @@ import pytest
 
 from labkit.predict.choosing import (GPUS, Assumptions, Cluster, Model, plan,
                                      standard_model)
+from labkit.predict.layout_cost import stage_memory
 from labkit.predict.memory import ledger
+from labkit.predict.partition import partition
 
 V, S = 51200, 2048
 NEAR_TOP = 1.25   # predicted step time / best predicted step time
@@ -161,3 +163,132 @@ def test_cli_nothing_fits_says_what_is_short():
 def test_presets_cite_sources():
     assert all(g.source and g.memory > 0 for g in GPUS.values())
     assert Assumptions().efficiency == 0.5
+
+
+# -- real layouts: pipelines that do not divide evenly, embedding and head on
+# the stages that hold them (labkit.predict.partition) ----------------------
+
+# Published layouts the planner must accept with their own TP x PP:
+# (name, layers, hidden, heads, seq, vocab, batch, GPUs, GPU, TP, PP).
+PUBLISHED = [
+    # Le Scao et al. 2022 (BLOOM, arXiv:2211.05100), Sec. 3.4 and the
+    # bigscience/bloom model card: 70 layers, hidden 14336, 112 heads,
+    # vocabulary padded to 250880, 2048 sequences of 2048; 48 nodes of 8
+    # A100-80GB, TP 4 x PP 12 x DP 8 (70 layers on 12 stages).
+    ("bloom-176b", 70, 14336, 112, 2048, 250880, 2048, 384, "a100-80gb",
+     4, 12),
+    # Dubey et al. 2024 (The Llama 3 Herd of Models), Tables 3 and 4 and
+    # Sec. 3.3.2: 126 layers, width 16384, 128 heads, vocabulary 128000;
+    # 8192 H100-80GB, TP 8 x CP 1 x PP 16 x DP 64, sequence 8192, 16M
+    # tokens per batch (2048 sequences), one layer fewer on the first and
+    # last stages. (GQA and SwiGLU modelled as MHA + 4h MLP: 408 B here.)
+    ("llama3-405b", 126, 16384, 128, 8192, 128000, 2048, 8192, "h100-80gb",
+     8, 16),
+    # Zhang et al. 2022 (OPT, arXiv:2205.01068), Table 1 and Sec. 2.4:
+    # 96 layers, 96 heads, hidden 12288, ~2M-token batches on 992
+    # A100-80GB with FSDP and Megatron TP 8 (no pipeline); 992 sequences
+    # of 2048 = 2.03M tokens, 8 per data-parallel group of 124.
+    ("opt-175b", 96, 12288, 96, 2048, 50272, 992, 992, "a100-80gb", 8, 1),
+    # Black et al. 2022 (GPT-NeoX-20B, arXiv:2204.06745) and its model
+    # card: 44 layers, 6144 wide, 64 heads, vocabulary padded to 50432,
+    # 96 A100-40GB (12 nodes), TP 2 x PP 4; batch "1538" contexts, i.e.
+    # micro-batch 4 x 32 accumulation x DP 12 = 1536 in its 20B config.
+    ("gpt-neox-20b", 44, 6144, 64, 2048, 50432, 1536, 96, "a100-40gb", 2, 4),
+]
+
+
+@pytest.mark.parametrize("row", PUBLISHED, ids=lambda r: r[0])
+def test_published_layouts_are_feasible(row):
+    _, layers, h, heads, s, v, batch, gpus, gpu, t, p = row
+    lays = plan(Model(layers, h, heads, s, v), batch, Cluster(gpus, 8, gpu),
+                tp=t, pp=p)
+    ok = [x for x in lays if x.feasible]
+    assert ok, lays[0].reason
+    assert all((x.tp, x.pp, x.dp * t * p) == (t, p, gpus) for x in ok)
+    assert all(sum(x.partition) == layers and len(x.partition) == p
+               for x in ok)
+
+
+def test_bloom_command_line_lists_a_feasible_layout():
+    r = _cli("--layers", "70", "--hidden", "14336", "--heads", "112",
+             "--seq", "2048", "--vocab", "250880", "--batch", "2048",
+             "--gpus", "384", "--gpus-per-node", "8", "--gpu", "a100-80gb",
+             "--recompute", "full", "--tp", "4", "--pp", "12", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["feasible"] > 0
+    best = d["layouts"][0]
+    assert (best["tp"], best["pp"], best["dp"]) == (4, 12, 8)
+    assert best["partition"] == [5] + [6] * 10 + [5]
+
+
+def test_partition_rule():
+    # the short stages are taken from the ends inward
+    assert partition(70, 12) == (5,) + (6,) * 10 + (5,)      # BLOOM
+    assert partition(126, 16) == (7,) + (8,) * 14 + (7,)     # Llama 3 405B
+    assert partition(48, 2) == (24, 24)
+    assert partition(10, 4) == (2, 3, 3, 2)
+    assert partition(9, 4) == (2, 2, 3, 2)
+    assert partition(7, 1) == (7,)
+    # Megatron-LM's first/last-stage layers: the rest shared by the rule
+    parts = partition(70, 12, first=4, last=4)
+    assert parts[0] == parts[-1] == 4 and sum(parts) == 70
+    assert max(parts[1:-1]) - min(parts[1:-1]) <= 1
+    with pytest.raises(ValueError):
+        partition(4, 5)
+
+
+def test_heaviest_stage_sets_memory_and_slowest_sets_time():
+    m = Model(10, 1024, 16, 1024, 50000)
+    c = Cluster(4, 4, "a100-80gb")
+    kw = dict(tp=1, pp=4, micro_batch=1, recompute=("none",), zero=(0,),
+              sequence_parallel=(False,))
+    even_ish = plan(m, 8, c, **kw)[0]
+    assert even_ish.partition == (2, 3, 3, 2)
+    per = [stage_memory(m, even_ish, Assumptions(), i) for i in range(4)]
+    assert even_ish.memory == max(per, key=lambda x: x["total"])
+    assert per[0]["params"] > per[3]["params"] - 1  # embedding on stage 0
+    assert per[3]["logits"] > 0 and per[0]["logits"] == 0
+    # a partition list: the heavier stage paces the pipeline
+    lop = plan(m, 8, c, partition=(1, 1, 1, 7), **kw)[0]
+    assert lop.partition == (1, 1, 1, 7) and lop.stage == 3
+    assert lop.time["compute"] == pytest.approx(
+        even_ish.time["compute"] * 7 / 3)
+
+
+@pytest.mark.parametrize("args", [
+    ("--partition", "5,6,x"), ("--partition", "1,1,1"), ("--pp", "3",
+     "--partition", "20,20"), ("--pp", "40"),
+    ("--first-stage-layers", "2"),
+    ("--pp", "4", "--first-stage-layers", "39"),
+])
+def test_cli_bad_partition_is_one_line_exit_2(args):
+    r = _cli("--params", "13e9", "--gpus", "8", "--batch", "32", *args)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_context_parallel_makes_llama3_long_context_fit():
+    # Dubey et al. 2024, Table 4: the long-context stage of Llama 3 405B,
+    # 16384 H100, TP 8 x CP 16 x PP 16 x DP 8, sequence 131072, 16M tokens
+    # per batch (128 sequences)
+    m = Model(126, 16384, 128, 131072, 128000)
+    c = Cluster(16384, 8, "h100-80gb")
+    with_cp = [x for x in plan(m, 128, c, tp=8, pp=16,
+                               context_parallel=(16,)) if x.feasible]
+    assert with_cp and all(x.cp == 16 and x.dp == 8 for x in with_cp)
+    without = plan(m, 128, c, tp=8, pp=16)
+    assert not any(x.feasible for x in without)
+    # activations per rank: the sequence divided by cp
+    lay = with_cp[0]
+    assert lay.time["cp_exposed"] >= 0 and "cp16" in lay.name()
+
+
+def test_cli_cp():
+    r = _cli("--params", "13e9", "--gpus", "16", "--batch", "32", "--cp",
+             "2", "--top", "2", "--json")
+    assert r.returncode == 0, r.stderr
+    assert all(x["cp"] == 2 for x in json.loads(r.stdout)["layouts"])
+    bad = _cli("--params", "13e9", "--gpus", "16", "--batch", "32", "--cp",
+               "3")
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
