@@ -1,0 +1,205 @@
+"""Recompute, accumulate, fit: the measurements of chapter 12, one launch.
+
+    torchrun --nproc-per-node 2 -m labkit.runs.fit --micro-batch 2 \
+        --accumulation 2 --strategy fsdp2_full --recompute selective
+
+Per rank it records
+
+- ``recompute``: for none / full / selective, plain and under FSDP2
+  (``fully_shard`` over checkpointed blocks), the bytes the forward keeps
+  for backward (:func:`labkit.measure.activations.measure`) and the median
+  seconds of a forward and of a forward + backward;
+- ``accumulation``: the collectives of one step of ``--accumulation``
+  micro-batches (:class:`labkit.measure.collectives.CollectiveCounter`)
+  under DDP with ``no_sync`` and FSDP2 FULL_SHARD with and without
+  ``set_requires_gradient_sync(False)``, and the gradient bytes held
+  between micro-batches;
+- ``train``: the chosen configuration trained for ``--steps`` steps: losses,
+  the peak of live tensor bytes (:class:`labkit.measure.fit.PeakBytes`; on
+  a GPU also ``max_memory_allocated``), step seconds.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import time
+
+import torch
+
+from labkit import device as D
+from labkit import dist
+from labkit.measure.activations import measure
+from labkit.measure.collectives import CollectiveCounter
+from labkit.measure.fit import PeakBytes
+from labkit.measure.memory import unique_bytes
+from labkit.model import (add_shape_arguments, batch, build,
+                          config_from_args, local_batch)
+from labkit.recompute import MODES, apply
+from labkit.train import make_optimizer, mean_over_ranks
+from labkit.wrap import autocast, wrap
+
+
+def _data(config, ctx, micro_batch, step, seed=0):
+    x, y = batch(config, micro_batch * ctx.world_size, step, seed,
+                 device=ctx.device)
+    return local_batch(x, y, ctx.rank, ctx.world_size)
+
+
+def _median_s(fn, repeats):
+    out = []
+    for _ in range(repeats):
+        D.sync(torch.device("cpu"))
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    return statistics.median(out)
+
+
+def recompute(config, ctx, micro_batch, bf16, repeats) -> list[dict]:
+    x, y = _data(config, ctx, micro_batch, 0)
+    rows = []
+    for strategy in ("local", "fsdp2_full"):
+        for mode in MODES:
+            model = apply(build(config), mode)
+            if strategy == "local":
+                model.to(ctx.device)
+            else:
+                model = wrap(model, strategy, ctx, bf16=bf16)
+            amp = autocast(ctx, "ddp" if strategy == "local" else strategy,
+                           bf16)
+            got = measure(model, x, y, amp)
+            got.pop("loss").backward()
+
+            def fwd():
+                with amp, torch.no_grad():
+                    model(x, y)
+
+            def step():
+                with amp:
+                    loss = model(x, y)
+                loss.backward()
+            fwd_s = _median_s(fwd, repeats)
+            step_s = _median_s(step, repeats)
+            rows.append({"strategy": strategy, "recompute": mode,
+                         "micro_batch": micro_batch, "kept": got["total"],
+                         "weight_cast": got["weight_cast"],
+                         "forward_s": fwd_s, "step_s": step_s})
+            del model
+            dist.release(ctx)
+    return rows
+
+
+def accumulation(config, ctx, micro_batch, k) -> list[dict]:
+    rows = []
+    for strategy, no_sync in (("ddp", True), ("fsdp2_full", False),
+                              ("fsdp2_full", True)):
+        model = wrap(build(config), strategy, ctx)
+        opt = make_optimizer(model)
+        for step in range(3):   # DDP rebuilds its buckets in step 1
+            counter = CollectiveCounter()
+            held = 0
+            with counter if step == 2 else contextlib.nullcontext():
+                for i in range(k):
+                    last = i == k - 1
+                    x, y = _data(config, ctx, micro_batch, step * k + i)
+                    if strategy == "ddp":
+                        ctx_ = (model.no_sync() if no_sync and not last
+                                else contextlib.nullcontext())
+                    else:
+                        model.set_requires_gradient_sync(last or not no_sync)
+                        ctx_ = contextlib.nullcontext()
+                    with ctx_:
+                        (model(x, y) / k).backward()
+                    if i == k - 2 or k == 1:
+                        held = _grad_bytes(model)
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+        rows.append({"strategy": strategy, "no_sync": no_sync,
+                     "micro_batches": k, "micro_batch": micro_batch,
+                     "summary": counter.summary(),
+                     "grads_held_between": held})
+        del model, opt
+        dist.release(ctx)
+    return rows
+
+
+def _grad_bytes(model) -> int:
+    """Gradient bytes held now: sharded grads plus FSDP2's unsharded
+    accumulated ones (kept while gradient sync is off)."""
+    tensors = [p.grad for p in model.parameters()]
+    for m in model.modules():
+        get = getattr(m, "_get_fsdp_state", None)
+        group = get()._fsdp_param_group if callable(get) else None
+        for fp in (group.fsdp_params if group else []):
+            tensors.append(getattr(fp, "unsharded_accumulated_grad", None))
+            unsharded = getattr(fp, "_unsharded_param", None)
+            tensors.append(getattr(unsharded, "grad", None))
+    return unique_bytes(tensors)
+
+
+def train(config, ctx, a) -> dict:
+    model = wrap(apply(build(config, a.seed), a.recompute), a.strategy, ctx,
+                 bf16=a.bf16)
+    opt = make_optimizer(model)
+    amp = autocast(ctx, a.strategy, a.bf16)
+    losses, step_s, peak = [], [], 0
+    D.reset_peak(ctx.device)
+    for step in range(a.steps):
+        tracker = (PeakBytes(model, opt) if step == a.steps - 1
+                   else contextlib.nullcontext())
+        t0 = time.perf_counter()
+        with tracker:
+            total = 0.0
+            for i in range(a.accumulation):
+                x, y = _data(config, ctx, a.micro_batch,
+                             step * a.accumulation + i, a.seed)
+                with amp:
+                    loss = model(x, y) / a.accumulation
+                loss.backward()
+                total += loss.detach()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        D.sync(ctx.device)
+        step_s.append(time.perf_counter() - t0)
+        losses.append(mean_over_ranks(total))
+        if step == a.steps - 1:
+            peak = tracker.bytes
+    return {"strategy": a.strategy, "recompute": a.recompute,
+            "micro_batch": a.micro_batch, "accumulation": a.accumulation,
+            "losses": losses, "step_s": step_s,
+            "live_peak": peak,
+            "allocator_peak": D.peak_bytes(ctx.device, None)}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--parts", default="recompute,accumulation,train")
+    p.add_argument("--strategy", default="fsdp2_full")
+    p.add_argument("--recompute", default="selective", choices=MODES)
+    p.add_argument("--micro-batch", type=int, default=2)
+    p.add_argument("--accumulation", type=int, default=2)
+    p.add_argument("--steps", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--bf16", action="store_true")
+    p.add_argument("--seed", type=int, default=0)
+    add_shape_arguments(p)
+    a = p.parse_args(argv)
+    config = config_from_args(a)
+    ctx = dist.init()
+    parts = a.parts.split(",")
+    out = {"device": D.name(ctx.device), "config": vars(a)}
+    if "recompute" in parts:
+        out["recompute"] = recompute(config, ctx, a.micro_batch, a.bf16,
+                                     a.repeats)
+    if "accumulation" in parts:
+        out["accumulation"] = accumulation(config, ctx, a.micro_batch,
+                                           a.accumulation)
+    if "train" in parts:
+        out["train"] = train(config, ctx, a)
+    dist.save(ctx, out)
+    dist.close()
+
+
+if __name__ == "__main__":
+    main()
