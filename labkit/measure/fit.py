@@ -23,39 +23,49 @@ class PeakBytes(TorchDispatchMode):
     def __init__(self, model=None, optimizer=None):
         super().__init__()
         self.refs: dict = {}
+        self.origin: dict = {}     # storage -> the op that created it
         self.bytes = 0
         self.at = None
+        self.composition: dict = {}  # {origin: bytes} at the peak
         tensors = list(model.parameters()) if model is not None else []
         tensors += [p.grad for p in tensors if p.grad is not None]
         if optimizer is not None:
             tensors += [v for st in optimizer.state.values()
                         for v in st.values() if isinstance(v, torch.Tensor)]
         for t in tensors:
-            self._track(getattr(t, "_local_tensor", t))
+            self._track(t)
         self._sample("start")
 
-    def _track(self, t):
+    def _track(self, t, origin="model state"):
+        t = getattr(t, "_local_tensor", t)  # a DTensor's bytes are local
         s = t.untyped_storage()
         if s._cdata not in self.refs:
             self.refs[s._cdata] = StorageWeakRef(s)
+            self.origin[s._cdata] = origin
 
     def _sample(self, where):
-        live, dead = 0, []
+        live, dead, sizes = 0, [], {}
         for k, ref in self.refs.items():
             if ref.expired():
                 dead.append(k)
             else:
-                live += torch.UntypedStorage._new_with_weak_ptr(
+                sizes[k] = torch.UntypedStorage._new_with_weak_ptr(
                     ref.cdata).nbytes()
+                live += sizes[k]
         for k in dead:
-            del self.refs[k]
+            del self.refs[k], self.origin[k]
         if live > self.bytes:
             self.bytes, self.at = live, where
+            comp: dict = {}
+            for k, n in sizes.items():
+                comp[self.origin[k]] = comp.get(self.origin[k], 0) + n
+            self.composition = dict(sorted(comp.items(),
+                                           key=lambda kv: -kv[1]))
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         for t in (out if isinstance(out, (tuple, list)) else (out,)):
             if isinstance(t, torch.Tensor) and t.device.type != "meta":
-                self._track(t)
+                self._track(t, str(func.overloadpacket.__name__))
         self._sample(str(func.overloadpacket.__name__))
         return out

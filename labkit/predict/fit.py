@@ -13,10 +13,15 @@ rank,
   micro-batch (exact, tensor by tensor; chapter 12);
 - transients: DDP's gradient buckets (a second copy of the gradients,
   4 Psi, unless ``gradient_as_bucket_view``); FSDP's gathered units (the
-  one computing and the one prefetched, 2 x the largest unit).
+  one computing and the one prefetched, 2 x the largest unit) and one
+  unit's unsharded fp32 gradient before its reduce-scatter.
 
-:func:`check` refuses, before anything starts, a configuration whose bytes
-exceed the budget; :func:`plan` lists every configuration with its bytes
+This is an estimate of the peak, not a count: the gradients of the
+activations in backward and the allocator's rounding come on top, so a
+configuration fits when its bytes are at most ``headroom`` (0.8, as
+:func:`labkit.predict.memory.layers_that_fit`) of the budget, and the lab
+puts the measured peak beside it. :func:`check` refuses, before anything
+starts, a configuration that does not fit; :func:`plan` lists every configuration with its bytes
 and its predicted step time, and :func:`choose` returns the fitting one
 with the most tokens/s. The step time is a no-overlap upper bound:
 hardware FLOPs (recomputation included, :func:`labkit.predict.flops.
@@ -83,7 +88,7 @@ def per_rank_bytes(model: dict, world_size: int, cfg: Config,
         units = unit_shapes(m["layers"], m["hidden"], m["heads"],
                             m["vocab"], m["seq"], m["mlp_ratio"])
         big = max(sum(math.prod(s) for s in u) for u in units)
-        transient = 2 * big * param_bytes
+        transient = 2 * big * param_bytes + 4 * big
     return {"params": psi, "states": states, "activations": acts,
             "transient": transient, "total": states + acts + transient}
 
@@ -108,11 +113,17 @@ def step_seconds(model: dict, world_size: int, global_batch: int,
             "tokens_per_s": global_batch * m["seq"] / t}
 
 
+HEADROOM = 0.8
+
+
 def plan(model: dict, world_size: int, global_batch: int,
          budget_bytes: float, flops_per_s: float, link_bytes_per_s: float,
          precision: str = "fp32", device: str = "cpu",
-         strategies=STRATEGIES, recomputes=A.RECOMPUTE) -> list[dict]:
+         strategies=STRATEGIES, recomputes=A.RECOMPUTE,
+         headroom: float = HEADROOM) -> list[dict]:
     """Every configuration: bytes, fits or not, predicted speed."""
+    if not budget_bytes > 0 or not 0 < headroom <= 1:
+        raise ValueError("budget_bytes must be > 0 and headroom in (0, 1]")
     if global_batch % world_size:
         raise ValueError(f"global batch {global_batch} does not divide by "
                          f"{world_size} ranks")
@@ -129,7 +140,7 @@ def plan(model: dict, world_size: int, global_batch: int,
                                      precision)
                 rows.append({**asdict(cfg), **mem, **speed,
                              "budget": budget_bytes,
-                             "fits": mem["total"] <= budget_bytes})
+                             "fits": mem["total"] <= headroom * budget_bytes})
     return rows
 
 
@@ -146,22 +157,23 @@ def choose(rows) -> dict:
 
 
 def check(model: dict, world_size: int, cfg: Config, budget_bytes: float,
-          precision: str = "fp32", device: str = "cpu") -> dict:
+          precision: str = "fp32", device: str = "cpu",
+          headroom: float = HEADROOM) -> dict:
     """Refuse a configuration over budget before any process starts."""
     mem = per_rank_bytes(model, world_size, cfg, precision, device)
-    if mem["total"] > budget_bytes:
+    if mem["total"] > headroom * budget_bytes:
         raise ValueError(
             f"{cfg.strategy}, recompute={cfg.recompute}, micro-batch "
             f"{cfg.micro_batch}: predicted {mem['total']:,.0f} bytes per "
             f"rank (states {mem['states']:,.0f} + activations "
             f"{mem['activations']:,.0f} + transient {mem['transient']:,.0f})"
-            f" > budget {budget_bytes:,.0f}: not launched")
+            f" > {headroom:g} x budget {budget_bytes:,.0f}: not launched")
     return mem
 
 
 GPU8 = {"model": {"layers": 32, "hidden": 4096, "heads": 32,
                   "vocab": 32000, "seq": 4096},
-        "world_size": 8, "global_batch": 8, "budget_bytes": 80e9,
+        "world_size": 8, "global_batch": 32, "budget_bytes": 80e9,
         "flops_per_s": 989e12 * 0.4, "link_bytes_per_s": 450e9}
 
 if __name__ == "__main__":

@@ -164,7 +164,8 @@ def train(config, ctx, a) -> dict:
         step_s.append(time.perf_counter() - t0)
         losses.append(mean_over_ranks(total))
         if step == a.steps - 1:
-            peak = tracker.bytes
+            peak = {"bytes": tracker.bytes, "after_op": tracker.at,
+                    "composition": tracker.composition}
     return {"strategy": a.strategy, "recompute": a.recompute,
             "micro_batch": a.micro_batch, "accumulation": a.accumulation,
             "losses": losses, "step_s": step_s,
