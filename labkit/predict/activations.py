@@ -143,8 +143,14 @@ def block_saved(batch: int, seq: int, hidden: int, heads: int,
 
 def saved(layers: int, hidden: int, heads: int, vocab: int, seq: int,
           batch: int, mlp_ratio: int = 4, precision: str = "fp32",
-          recompute: str = "none", device: str = "cpu") -> list[Saved]:
-    """Every tensor one forward of the whole GPT keeps for backward."""
+          recompute: str = "none", device: str = "cpu",
+          strided_targets: bool = True) -> list[Saved]:
+    """Every tensor one forward of the whole GPT keeps for backward.
+
+    ``strided_targets``: the targets are a strided view (as
+    :func:`labkit.model.batch` makes them on CPU), so ``flatten`` copies
+    them; a contiguous copy (``.to("cuda")``) flattens to a view, no copy.
+    """
     _check(precision, recompute, device, layers=layers, hidden=hidden,
            heads=heads, vocab=vocab, seq=seq, batch=batch,
            mlp_ratio=mlp_ratio)
@@ -163,7 +169,8 @@ def saved(layers: int, hidden: int, heads: int, vocab: int, seq: int,
                          "weight_cast"))
     out += [Saved("loss", "log_softmax out (fp32 logits)", (b * s, V),
                   "fp32"),
-            Saved("loss", "targets (flattened copy)", (b * s,), "int64"),
+            *([Saved("loss", "targets (flattened copy)", (b * s,),
+                     "int64")] if strided_targets else []),
             Saved("loss", "nll total weight", (), "fp32")]
     return out
 
