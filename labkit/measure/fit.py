@@ -69,3 +69,62 @@ class PeakBytes(TorchDispatchMode):
                 self._track(t, str(func.overloadpacket.__name__))
         self._sample(str(func.overloadpacket.__name__))
         return out
+
+
+# -- where did the memory go: PyTorch's CUDA memory snapshot ---------------
+
+class MemoryHistory:
+    """Record the CUDA allocator's history; write PyTorch's snapshot file.
+
+        with MemoryHistory(device, "snapshot.pickle") as h:
+            train_step()
+        h.path      # None on CPU: the twin is PeakBytes' composition
+
+    On a GPU: ``torch.cuda.memory._record_memory_history`` on entry and
+    ``_dump_snapshot(path)`` on exit -- the file PyTorch's viewer
+    (pytorch.org/memory_viz, or ``torch.cuda._memory_viz``) opens, and
+    :func:`read_snapshot` summarises. On CPU nothing is recorded.
+    """
+
+    def __init__(self, device, path, max_entries: int = 100_000):
+        self.cuda = getattr(device, "type", str(device)) == "cuda"
+        self.want, self.max_entries, self.path = path, max_entries, None
+
+    def __enter__(self):
+        if self.cuda:  # CUDA only
+            torch.cuda.memory._record_memory_history(
+                max_entries=self.max_entries)
+        return self
+
+    def __exit__(self, *exc):
+        if self.cuda:  # CUDA only
+            torch.cuda.memory._dump_snapshot(str(self.want))
+            torch.cuda.memory._record_memory_history(enabled=None)
+            self.path = str(self.want)
+        return False
+
+
+def read_snapshot(snapshot: dict, top: int = 10) -> dict:
+    """The live blocks of a snapshot (``_snapshot()`` or the pickled
+    file's dict) grouped by the innermost frame in the course's or the
+    model's code: ``{"allocated": bytes, "top": [(where, bytes), ...]}``.
+    """
+    by: dict = {}
+    total = 0
+    for seg in snapshot.get("segments", []):
+        for blk in seg.get("blocks", []):
+            if blk.get("state") != "active_allocated":
+                continue
+            total += blk["size"]
+            where = _owner(blk.get("frames", []))
+            by[where] = by.get(where, 0) + blk["size"]
+    ranked = sorted(by.items(), key=lambda kv: -kv[1])
+    return {"allocated": total, "top": ranked[:top]}
+
+
+def _owner(frames) -> str:
+    for f in frames:
+        name = f.get("filename", "")
+        if "labkit" in name or "/torch/nn/" in name or "/optim/" in name:
+            return f"{name.rsplit('/', 1)[-1]}:{f.get('line')} {f.get('name')}"
+    return "(no Python frame)" if not frames else frames[0].get("name", "?")

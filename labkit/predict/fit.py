@@ -14,7 +14,9 @@ rank,
 - transients: DDP's gradient buckets (a second copy of the gradients,
   4 Psi, unless ``gradient_as_bucket_view``); FSDP's gathered units (the
   one computing and the one prefetched, 2 x the largest unit) and one
-  unit's unsharded fp32 gradient before its reduce-scatter.
+  unit's unsharded fp32 gradient before its reduce-scatter; under
+  recomputation, the one block whose activations the backward has
+  re-materialised (Korthikanti et al. 2022, Sec. 5).
 
 This is an estimate of the peak, not a count: the gradients of the
 activations in backward and the allocator's rounding come on top, so a
@@ -89,6 +91,11 @@ def per_rank_bytes(model: dict, world_size: int, cfg: Config,
                             m["vocab"], m["seq"], m["mlp_ratio"])
         big = max(sum(math.prod(s) for s in u) for u in units)
         transient = 2 * big * param_bytes + 4 * big
+    if cfg.recompute != "none":  # backward re-materialises one block
+        block = [A.block_saved(cfg.micro_batch, m["seq"], m["hidden"],
+                               m["heads"], m["mlp_ratio"], precision, rc,
+                               device) for rc in ("none", cfg.recompute)]
+        transient += A.total(block[0]) - A.total(block[1])
     return {"params": psi, "states": states, "activations": acts,
             "transient": transient, "total": states + acts + transient}
 

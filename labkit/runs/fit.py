@@ -15,15 +15,20 @@ Per rank it records
   ``set_requires_gradient_sync(False)``, and the gradient bytes held
   between micro-batches;
 - ``train``: the chosen configuration trained for ``--steps`` steps: losses,
-  the peak of live tensor bytes (:class:`labkit.measure.fit.PeakBytes`; on
-  a GPU also ``max_memory_allocated``), step seconds.
+  step seconds, and the peak: on CPU the live tensor bytes
+  (:class:`labkit.measure.fit.PeakBytes`, with the peak's composition); on
+  a GPU ``max_memory_allocated`` and PyTorch's memory snapshot of the last
+  step (:class:`labkit.measure.fit.MemoryHistory`), summarised.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
+import os
+import pickle
 import statistics
 import time
+from pathlib import Path
 
 import torch
 
@@ -31,7 +36,7 @@ from labkit import device as D
 from labkit import dist
 from labkit.measure.activations import measure
 from labkit.measure.collectives import CollectiveCounter
-from labkit.measure.fit import PeakBytes
+from labkit.measure.fit import MemoryHistory, PeakBytes, read_snapshot
 from labkit.measure.memory import unique_bytes
 from labkit.model import (add_shape_arguments, batch, build,
                           config_from_args, local_batch)
@@ -46,20 +51,23 @@ def _data(config, ctx, micro_batch, step, seed=0):
     return local_batch(x, y, ctx.rank, ctx.world_size)
 
 
-def _median_s(fn, repeats):
+def _median_s(fn, repeats, device):
+    fn()   # warm-up: the first call builds caches
     out = []
     for _ in range(repeats):
-        D.sync(torch.device("cpu"))
+        D.sync(device)
         t0 = time.perf_counter()
         fn()
+        D.sync(device)
         out.append(time.perf_counter() - t0)
     return statistics.median(out)
 
 
-def recompute(config, ctx, micro_batch, bf16, repeats) -> list[dict]:
+def recompute(config, ctx, micro_batch, bf16, repeats,
+              strategies=("local", "fsdp2_full")) -> list[dict]:
     x, y = _data(config, ctx, micro_batch, 0)
     rows = []
-    for strategy in ("local", "fsdp2_full"):
+    for strategy in strategies:
         for mode in MODES:
             model = apply(build(config), mode)
             if strategy == "local":
@@ -79,8 +87,8 @@ def recompute(config, ctx, micro_batch, bf16, repeats) -> list[dict]:
                 with amp:
                     loss = model(x, y)
                 loss.backward()
-            fwd_s = _median_s(fwd, repeats)
-            step_s = _median_s(step, repeats)
+            fwd_s = _median_s(fwd, repeats, ctx.device)
+            step_s = _median_s(step, repeats, ctx.device)
             rows.append({"strategy": strategy, "recompute": mode,
                          "micro_batch": micro_batch, "kept": got["total"],
                          "weight_cast": got["weight_cast"],
@@ -90,10 +98,14 @@ def recompute(config, ctx, micro_batch, bf16, repeats) -> list[dict]:
     return rows
 
 
-def accumulation(config, ctx, micro_batch, k) -> list[dict]:
+ACCUMULATION_RUNS = {"ddp": ("ddp", True), "fsdp2_full": ("fsdp2_full", False),
+                     "fsdp2_full_no_sync": ("fsdp2_full", True)}
+
+
+def accumulation(config, ctx, micro_batch, k,
+                 runs=tuple(ACCUMULATION_RUNS)) -> list[dict]:
     rows = []
-    for strategy, no_sync in (("ddp", True), ("fsdp2_full", False),
-                              ("fsdp2_full", True)):
+    for strategy, no_sync in (ACCUMULATION_RUNS[r] for r in runs):
         model = wrap(build(config), strategy, ctx)
         opt = make_optimizer(model)
         for step in range(3):   # DDP rebuilds its buckets in step 1
@@ -145,11 +157,14 @@ def train(config, ctx, a) -> dict:
     amp = autocast(ctx, a.strategy, a.bf16)
     losses, step_s, peak = [], [], 0
     D.reset_peak(ctx.device)
+    history = MemoryHistory(ctx.device, Path(os.environ.get(
+        "LABKIT_RUN_DIR", ".")) / f"memory-snapshot-rank{ctx.rank}.pickle")
     for step in range(a.steps):
-        tracker = (PeakBytes(model, opt) if step == a.steps - 1
+        last = step == a.steps - 1
+        tracker = (PeakBytes(model, opt) if last and not ctx.is_cuda
                    else contextlib.nullcontext())
         t0 = time.perf_counter()
-        with tracker:
+        with tracker, (history if last else contextlib.nullcontext()):
             total = 0.0
             for i in range(a.accumulation):
                 x, y = _data(config, ctx, a.micro_batch,
@@ -163,19 +178,25 @@ def train(config, ctx, a) -> dict:
         D.sync(ctx.device)
         step_s.append(time.perf_counter() - t0)
         losses.append(mean_over_ranks(total))
-        if step == a.steps - 1:
+        if last and not ctx.is_cuda:
             peak = {"bytes": tracker.bytes, "after_op": tracker.at,
                     "composition": tracker.composition}
     return {"strategy": a.strategy, "recompute": a.recompute,
             "micro_batch": a.micro_batch, "accumulation": a.accumulation,
             "losses": losses, "step_s": step_s,
-            "live_peak": peak,
-            "allocator_peak": D.peak_bytes(ctx.device, None)}
+            "live_peak": peak,   # CPU: PeakBytes; GPU: the allocator's
+            "allocator_peak": D.peak_bytes(ctx.device, None),
+            "snapshot": history.path,
+            "snapshot_top": (read_snapshot(pickle.loads(
+                Path(history.path).read_bytes())) if history.path else None)}
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--parts", default="recompute,accumulation,train")
+    p.add_argument("--recompute-strategies", default="local,fsdp2_full",
+                   help="local: one unwrapped model per rank (small sizes)")
+    p.add_argument("--accumulation-runs", default=",".join(ACCUMULATION_RUNS))
     p.add_argument("--strategy", default="fsdp2_full")
     p.add_argument("--recompute", default="selective", choices=MODES)
     p.add_argument("--micro-batch", type=int, default=2)
@@ -192,10 +213,12 @@ def main(argv=None):
     out = {"device": D.name(ctx.device), "config": vars(a)}
     if "recompute" in parts:
         out["recompute"] = recompute(config, ctx, a.micro_batch, a.bf16,
-                                     a.repeats)
+                                     a.repeats,
+                                     a.recompute_strategies.split(","))
     if "accumulation" in parts:
         out["accumulation"] = accumulation(config, ctx, a.micro_batch,
-                                           a.accumulation)
+                                           a.accumulation,
+                                           a.accumulation_runs.split(","))
     if "train" in parts:
         out["train"] = train(config, ctx, a)
     dist.save(ctx, out)
