@@ -37,8 +37,8 @@ CUDA_LINES = {
     ("reshard", "if not ctx.is_cuda:"),   # DeepSpeed's shm op (CPU only)
     ("zero", "shm_skipped = skip_shm_op() if not ctx.is_cuda else False"),
     # CPU: live tensor bytes (PeakBytes); GPU: the allocator and snapshot
-    ("fit", "tracker = (PeakBytes(model, opt) if last and not ctx.is_cuda"),
-    ("fit", "if last and not ctx.is_cuda:"),
+    ("fit", "tracker = (PeakBytes(model, opt) if not ctx.is_cuda"),
+    ("fit", "if not ctx.is_cuda:"),
 }
 CUDA = re.compile(r"is_cuda|torch\.cuda\.(?!matmul)|\.type == .cuda.")
 

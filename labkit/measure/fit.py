@@ -6,8 +6,9 @@
 
 A ``TorchDispatchMode`` keeps a weak reference to every storage an operator
 creates, plus the model's parameters, gradients and optimizer states, and
-after every operator sums the bytes of those still alive, at their size
-then (FSDP resizes freed unsharded weights to 0). The maximum is the peak
+after every operator that allocates (or runs a collective) sums the bytes of
+those still alive, at their size then (FSDP resizes freed unsharded weights
+to 0). The maximum is the peak
 of live tensor bytes: what the CUDA caching allocator's
 ``max_memory_allocated`` counts on a GPU, without its block rounding.
 It costs a Python loop per operator: measure one or two steps.
@@ -36,12 +37,14 @@ class PeakBytes(TorchDispatchMode):
             self._track(t)
         self._sample("start")
 
-    def _track(self, t, origin="model state"):
+    def _track(self, t, origin="model state") -> bool:
         t = getattr(t, "_local_tensor", t)  # a DTensor's bytes are local
         s = t.untyped_storage()
-        if s._cdata not in self.refs:
-            self.refs[s._cdata] = StorageWeakRef(s)
-            self.origin[s._cdata] = origin
+        if s._cdata in self.refs:
+            return False
+        self.refs[s._cdata] = StorageWeakRef(s)
+        self.origin[s._cdata] = origin
+        return True
 
     def _sample(self, where):
         live, dead, sizes = 0, [], {}
@@ -64,10 +67,14 @@ class PeakBytes(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
+        new = False
         for t in (out if isinstance(out, (tuple, list)) else (out,)):
             if isinstance(t, torch.Tensor) and t.device.type != "meta":
-                self._track(t, str(func.overloadpacket.__name__))
-        self._sample(str(func.overloadpacket.__name__))
+                new |= self._track(t, str(func.overloadpacket.__name__))
+        if new or func.namespace in ("c10d", "_c10d_functional"):
+            # the peak can only rise when memory is allocated (FSDP's
+            # all-gather refills a resized buffer: a collective)
+            self._sample(str(func.overloadpacket.__name__))
         return out
 
 

@@ -159,28 +159,34 @@ def train(config, ctx, a) -> dict:
     D.reset_peak(ctx.device)
     history = MemoryHistory(ctx.device, Path(os.environ.get(
         "LABKIT_RUN_DIR", ".")) / f"memory-snapshot-rank{ctx.rank}.pickle")
-    for step in range(a.steps):
-        last = step == a.steps - 1
-        tracker = (PeakBytes(model, opt) if last and not ctx.is_cuda
-                   else contextlib.nullcontext())
+
+    def step(i):
+        total = 0.0
+        for j in range(a.accumulation):
+            x, y = _data(config, ctx, a.micro_batch,
+                         i * a.accumulation + j, a.seed)
+            with amp:
+                loss = model(x, y) / a.accumulation
+            loss.backward()
+            total += loss.detach()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return total
+
+    for i in range(a.steps):        # timed, nothing watching
         t0 = time.perf_counter()
-        with tracker, (history if last else contextlib.nullcontext()):
-            total = 0.0
-            for i in range(a.accumulation):
-                x, y = _data(config, ctx, a.micro_batch,
-                             step * a.accumulation + i, a.seed)
-                with amp:
-                    loss = model(x, y) / a.accumulation
-                loss.backward()
-                total += loss.detach()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+        total = step(i)
         D.sync(ctx.device)
         step_s.append(time.perf_counter() - t0)
         losses.append(mean_over_ranks(total))
-        if last and not ctx.is_cuda:
-            peak = {"bytes": tracker.bytes, "after_op": tracker.at,
-                    "composition": tracker.composition}
+    # one more step, watched: the peak and where the memory went
+    tracker = (PeakBytes(model, opt) if not ctx.is_cuda
+               else contextlib.nullcontext())
+    with tracker, history:
+        step(a.steps)
+    if not ctx.is_cuda:
+        peak = {"bytes": tracker.bytes, "after_op": tracker.at,
+                "composition": tracker.composition}
     return {"strategy": a.strategy, "recompute": a.recompute,
             "micro_batch": a.micro_batch, "accumulation": a.accumulation,
             "losses": losses, "step_s": step_s,
