@@ -21,7 +21,8 @@ MB, K = 2, 3
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory):
     return launch("labkit.runs.fit", 2,
-                  {"micro_batch": MB, "accumulation": K, "steps": 2,
+                  {"parts": "recompute,accumulation,train",
+                   "micro_batch": MB, "accumulation": K, "steps": 2,
                    "repeats": 1, "strategy": "fsdp2_full",
                    "recompute": "selective"},
                   timeout=240, run_dir=tmp_path_factory.mktemp("fit"))

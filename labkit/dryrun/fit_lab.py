@@ -34,6 +34,9 @@ def _case(p: dict, cfg: F.Config, variant: str) -> Case:
         from labkit.wrap import autocast, wrap
         model = wrap(apply(build(c), cfg.recompute), cfg.strategy, ctx,
                      bf16=p["bf16"])
+        if cfg.strategy == "ddp" and ctx.backend == "fake":
+            from labkit.dryrun.fake import fake_ddp_hook
+            fake_ddp_hook(model)   # as labs.dp_case does
         opt = make_optimizer(model)
         amp = autocast(ctx, cfg.strategy, p["bf16"])
         data = [local_batch(*batch(c, cfg.micro_batch * world, i,
@@ -41,12 +44,12 @@ def _case(p: dict, cfg: F.Config, variant: str) -> Case:
                 for i in range(cfg.accumulation)]
 
         def step(tracker):   # labkit.runs.fit.train's step
+            opt.zero_grad(set_to_none=True)   # first: grads stay counted
             for x, y in data:
                 with amp:
                     loss = tracker.forward(model, x, y) / cfg.accumulation
                 loss.backward()
             opt.step()
-            opt.zero_grad(set_to_none=True)
         return model, opt, step
     mem = F.per_rank_bytes(p["model"], world, cfg, precision,
                            "cuda" if p["profile"] != "cpu" else "cpu")

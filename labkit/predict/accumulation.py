@@ -70,3 +70,38 @@ def summary(calls) -> dict:
     """``{op: {"calls", "bytes"}}``, the collective counter's shape."""
     from labkit.predict.sharding_calls import summarize
     return summarize(calls)
+
+
+def deepspeed_step(params: int, stage: int, micro_batches: int,
+                   grad_bytes: int = 4, param_bytes: int = 4,
+                   gather_in_backward: bool = False) -> dict:
+    """Bytes per collective of one DeepSpeed step of k micro-batches.
+
+    ``{op: bytes}`` of the gradient- and weight-sized calls (the counter's
+    logical payload) with the course's ZeroConfig
+    (``use_multi_rank_bucket_allreduce``: ZeRO-1/2 reduce gradients with
+    all-reduces of buckets):
+
+    - ZeRO-1: gradients accumulate locally and are all-reduced once, at
+      the accumulation boundary; the updated shards are all-gathered once.
+    - ZeRO-2: the gradients are partitioned, so every micro-batch's
+      backward reduces them into the owner's partition: k all-reduces of
+      Psi; one all-gather after the step.
+    - ZeRO-3: every micro-batch all-gathers the weights and
+      reduce-scatters the gradients: k of each; a second all-gather in
+      backward when the weights were released after forward
+      (``gather_in_backward``: Psi above ``stage3_max_live_parameters`` or
+      a short ``stage3_max_reuse_distance``; the tiny GPT keeps them).
+    """
+    k = micro_batches
+    if stage not in (1, 2, 3):
+        raise ValueError(f"DeepSpeed ZeRO stage must be 1, 2 or 3: {stage!r}")
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise ValueError(f"micro_batches must be an integer >= 1, got {k!r}")
+    g, p = params * grad_bytes, params * param_bytes
+    if stage == 1:
+        return {"all_reduce": g, "all_gather": p}
+    if stage == 2:
+        return {"all_reduce": k * g, "all_gather": p}
+    return {"all_gather": k * p * (2 if gather_in_backward else 1),
+            "reduce_scatter": k * g}

@@ -14,6 +14,8 @@ Per rank it records
   under DDP with ``no_sync`` and FSDP2 FULL_SHARD with and without
   ``set_requires_gradient_sync(False)``, and the gradient bytes held
   between micro-batches;
+- ``deepspeed``: the same for DeepSpeed ZeRO-1/2/3 with
+  ``gradient_accumulation_steps`` (:func:`deepspeed_accumulation`);
 - ``train``: the chosen configuration trained for ``--steps`` steps: losses,
   step seconds, and the peak: on CPU the live tensor bytes
   (:class:`labkit.measure.fit.PeakBytes`, with the peak's composition); on
@@ -136,6 +138,47 @@ def accumulation(config, ctx, micro_batch, k,
     return rows
 
 
+def deepspeed_accumulation(config, ctx, micro_batch, k,
+                           stages=(1, 2, 3)) -> list[dict]:
+    """DeepSpeed ZeRO-1/2/3 with ``gradient_accumulation_steps = k``: the
+    gradient- and weight-sized collectives of one step (the scalar
+    all-reduces of its overflow and norm checks left out)."""
+    from labkit.runs.zero import skip_shm_op
+    from labkit.zero_config import ZeroConfig
+    skip_shm_op()
+    import deepspeed
+    rows = []
+    for stage in stages:
+        cfg = ZeroConfig(stage=stage, micro_batch=micro_batch,
+                         world_size=ctx.world_size, grad_accum=k,
+                         stage3_param_persistence_threshold=0)
+        model = build(config)
+        engine, *_ = deepspeed.initialize(
+            model=model, optimizer=make_optimizer(model),
+            config=cfg.to_json())
+        for step in range(2):   # the first step sets up; count the second
+            counter = CollectiveCounter()
+            with counter:
+                for i in range(k):
+                    x, y = _data(config, ctx, micro_batch, step * k + i)
+                    engine.backward(engine(x, y))
+                    engine.step()
+        big = {}
+        for r in counter.records:
+            if r["numel"] > 2 and r["op"] != "broadcast":
+                d = big.setdefault(r["op"], {"calls": 0, "bytes": 0})
+                d["calls"] += 1
+                d["bytes"] += r["bytes"]
+        rows.append({"stage": stage, "micro_batches": k, "summary": big,
+                     "ds_config": cfg.to_json()})
+        destroy = getattr(engine, "destroy", None)
+        if callable(destroy):
+            destroy()
+        del engine, model
+        dist.release(ctx)
+    return rows
+
+
 def _grad_bytes(model) -> int:
     """Gradient bytes held now: sharded grads plus FSDP2's unsharded
     accumulated ones (kept while gradient sync is off)."""
@@ -199,9 +242,11 @@ def train(config, ctx, a) -> dict:
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--parts", default="recompute,accumulation,train")
+    p.add_argument("--parts",
+                   default="recompute,accumulation,deepspeed,train")
     p.add_argument("--recompute-strategies", default="local,fsdp2_full",
                    help="local: one unwrapped model per rank (small sizes)")
+    p.add_argument("--deepspeed-stages", default="1,2,3")
     p.add_argument("--accumulation-runs", default=",".join(ACCUMULATION_RUNS))
     p.add_argument("--strategy", default="fsdp2_full")
     p.add_argument("--recompute", default="selective", choices=MODES)
@@ -225,6 +270,10 @@ def main(argv=None):
         out["accumulation"] = accumulation(config, ctx, a.micro_batch,
                                            a.accumulation,
                                            a.accumulation_runs.split(","))
+    if "deepspeed" in parts:
+        out["deepspeed"] = deepspeed_accumulation(
+            config, ctx, a.micro_batch, a.accumulation,
+            [int(s) for s in a.deepspeed_stages.split(",")])
     if "train" in parts:
         out["train"] = train(config, ctx, a)
     dist.save(ctx, out)
