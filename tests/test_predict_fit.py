@@ -47,3 +47,15 @@ def test_accumulation_counts():
     fs = summary(step_calls(units, 2, "fsdp2_full", 3))
     assert fs["reduce_scatter"]["calls"] == len(units)
     assert fs["all_gather"]["calls"] == 3 * 2 * len(units)
+
+
+def test_deepspeed_accumulation_volumes():
+    from labkit.predict.accumulation import deepspeed_step
+    psi = 1000
+    # ZeRO-1 reduces once per step, ZeRO-2 every micro-batch
+    assert deepspeed_step(psi, 1, 4) == deepspeed_step(psi, 1, 1)
+    assert deepspeed_step(psi, 2, 4)["all_reduce"] == 4 * 4 * psi
+    z3 = deepspeed_step(psi, 3, 4, gather_in_backward=True)
+    assert z3 == {"all_gather": 8 * 4 * psi, "reduce_scatter": 4 * 4 * psi}
+    with pytest.raises(ValueError):
+        deepspeed_step(psi, 0, 1)
