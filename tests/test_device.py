@@ -23,6 +23,8 @@ GPU_CELLS = {
     ("04_zero", "from labkit.launch import LaunchError"),
     # Colossal-AI's Gemini needs CUDA (its chunk manager and HybridAdam)
     ("09_colossalai", 'cai = launch("labkit.runs.colossalai", world_size, {'),
+    # DDP of a 7B model on 80 GB GPUs: the real CUDA out-of-memory error
+    ("12_fit", "# CUDA only: DDP really tried, its OOM caught"),
 }
 # (module, stripped line): CUDA-only switches left in labkit/runs
 CUDA_LINES = {
@@ -34,6 +36,9 @@ CUDA_LINES = {
      "booster = Booster(plugin=make_plugin(name, a.bf16, ctx.is_cuda))"),
     ("reshard", "if not ctx.is_cuda:"),   # DeepSpeed's shm op (CPU only)
     ("zero", "shm_skipped = skip_shm_op() if not ctx.is_cuda else False"),
+    # CPU: live tensor bytes (PeakBytes); GPU: the allocator and snapshot
+    ("fit", "tracker = (PeakBytes(model, opt) if not ctx.is_cuda"),
+    ("fit", "if not ctx.is_cuda:"),
 }
 CUDA = re.compile(r"is_cuda|torch\.cuda\.(?!matmul)|\.type == .cuda.")
 

@@ -35,6 +35,7 @@ LAUNCH_S_CPU = 8.0    # assumption: the same with gloo on CPU
 OP_COMPILE_S = 55.0   # measured once: 38-55 s per DeepSpeed op (README)
 GPU = "h100"          # the peak the gpu profiles are written for
 RUN_LISTS = ("strategies", "variants", "fsdp", "bucket_caps_mb", "schedules",
+             "recompute_strategies", "accumulation_runs",
              "microbatches", "sweep_workers")
 SIZE_LISTS = ("world_sizes", "tp_sizes", "stages")
 

@@ -1,0 +1,81 @@
+"""The dry-run adapter of lab 12 (fit): its configurations at real size.
+
+    python -m labkit dryrun --profile gpu8 --only fit
+
+Registers ``fit`` in :data:`labkit.dryrun.labs.ADAPTERS` when imported
+(``labkit.dryrun.labs`` imports it last). Two cases per profile, built as
+:func:`labkit.runs.fit.train` builds them (``labkit.recompute.apply``, then
+``labkit.wrap.wrap``, then Adam; one step of ``accumulation`` micro-batches
+through ``tracker.forward``):
+
+- the profile's ``over_budget`` configuration (gpu8: DDP of the ~7B model),
+  which the prediction refuses and the GPU cell sees fail with CUDA OOM;
+- the planner's choice (:func:`labkit.predict.fit.choose`), which fits.
+
+``predicted`` is :func:`labkit.predict.fit.per_rank_bytes` split into the
+ledger's terms and the exact activation ledger.
+"""
+from __future__ import annotations
+
+from labkit.dryrun.labs import Case, gpt_config, lab
+from labkit.predict import fit as F
+from labkit.predict.memory import ledger
+
+
+def _case(p: dict, cfg: F.Config, variant: str) -> Case:
+    c = gpt_config(p["model"])
+    world = p["world_size"]
+    precision = "fsdp_bf16" if p["bf16"] else "fp32"
+
+    def setup(ctx):
+        from labkit.model import batch, build, local_batch
+        from labkit.recompute import apply
+        from labkit.train import make_optimizer
+        from labkit.wrap import autocast, wrap
+        model = wrap(apply(build(c), cfg.recompute), cfg.strategy, ctx,
+                     bf16=p["bf16"])
+        if cfg.strategy == "ddp" and ctx.backend == "fake":
+            from labkit.dryrun.fake import fake_ddp_hook
+            fake_ddp_hook(model)   # as labs.dp_case does
+        opt = make_optimizer(model)
+        amp = autocast(ctx, cfg.strategy, p["bf16"])
+        data = [local_batch(*batch(c, cfg.micro_batch * world, i,
+                                   device=ctx.device), ctx.rank, world)
+                for i in range(cfg.accumulation)]
+
+        def step(tracker):   # labkit.runs.fit.train's step
+            opt.zero_grad(set_to_none=True)   # first: grads stay counted
+            for x, y in data:
+                with amp:
+                    loss = tracker.forward(model, x, y) / cfg.accumulation
+                loss.backward()
+            opt.step()
+        return model, opt, step
+    mem = F.per_rank_bytes(p["model"], world, cfg, precision,
+                           "cuda" if p["profile"] != "cpu" else "cpu")
+    led = ledger(mem["params"], world, F.ZERO[cfg.strategy],
+                 precision="fp32")
+    predicted = {"params": led.params_gpu, "grads": led.grads_gpu,
+                 "optimizer": led.optimizer_gpu,
+                 "activations": mem["activations"],
+                 "states": mem["states"], "total": mem["total"]}
+    return Case("fit", variant, "every rank", world, 0, setup, predicted,
+                ("fit", variant, str(c), world, cfg))
+
+
+@lab("fit")
+def _fit(p: dict) -> list[Case]:
+    world, gb = p["world_size"], p["global_batch"]
+    o = p["over_budget"]
+    bad = F.Config(o["strategy"], o["recompute"], o["micro_batch"],
+                   gb // world // o["micro_batch"])
+    precision = "fsdp_bf16" if p["bf16"] else "fp32"
+    where = "cuda" if p["profile"] != "cpu" else "cpu"
+    best = F.choose(F.plan(p["model"], world, gb, p["budget_bytes"],
+                           p["flops_per_s"], p["link_bytes_per_s"],
+                           precision, where))
+    good = F.Config(best["strategy"], best["recompute"], best["micro_batch"],
+                    best["accumulation"])
+    return [_case(p, bad, f"over budget: {bad.strategy}"),
+            _case(p, good, f"chosen: {good.strategy} "
+                           f"recompute={good.recompute} mb={good.micro_batch}")]

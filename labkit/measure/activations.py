@@ -1,0 +1,109 @@
+"""Measure what a forward pass keeps for backward (twin of predict.activations).
+
+    got = measure(model, x, y)                 # fp32
+    got = measure(model, x, y, autocast=torch.autocast("cpu", torch.bfloat16))
+    got["total"], got["tensors"]               # bytes, [(dtype, bytes, op)]
+
+Why not saved-tensor hooks alone: ``torch.utils.checkpoint`` installs its
+own ``saved_tensors_hooks`` inside a checkpointed block, so an outer hook
+sees nothing there. What costs memory is what *stays allocated*: every
+storage an operator creates during the forward that is still alive when
+the forward returns (the loss aside) is kept for backward -- saved by
+autograd, cached by a selective-checkpoint policy, or held by a checkpoint
+as its input. A ``TorchDispatchMode`` records a weak reference to each
+new storage; after the forward the live ones are counted, once per storage,
+at their size then (FSDP resizes a freed unsharded weight to 0 bytes, so it
+counts 0). Parameters are not counted (they exist before the forward);
+autocast's bf16 copies of them are, and are labelled ``weight_cast``.
+Without recomputation, :func:`hooked_bytes` (the saved-tensor hooks, also
+deduplicated by storage, parameters aside) gives the same total.
+"""
+from __future__ import annotations
+
+import contextlib
+import gc
+
+import torch
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._python_dispatch import TorchDispatchMode
+
+DTYPE = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.int64: "int64",
+         torch.float16: "fp16"}
+
+
+class _NewStorages(TorchDispatchMode):
+    def __init__(self, exclude: set):
+        super().__init__()
+        self.exclude = exclude
+        self.seen: dict = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        cast = (func is torch.ops.aten._to_copy.default and args
+                and isinstance(args[0], torch.Tensor)
+                and _key(args[0]) in self.exclude)
+        for t in (out if isinstance(out, (tuple, list)) else (out,)):
+            if isinstance(t, torch.Tensor) and t.device.type != "meta":
+                k = _key(t)
+                if k not in self.exclude and k not in self.seen:
+                    self.seen[k] = (StorageWeakRef(t.untyped_storage()),
+                                    DTYPE.get(t.dtype, str(t.dtype)),
+                                    "weight_cast" if cast else "activation",
+                                    str(func.overloadpacket.__name__))
+        return out
+
+
+def _key(t: torch.Tensor) -> int:
+    return t.untyped_storage()._cdata
+
+
+def measure(model, x, y, autocast=None) -> dict:
+    """Bytes the forward ``model(x, y)`` leaves alive for its backward.
+
+    Returns ``{"total", "activation", "weight_cast", "tensors": [(dtype,
+    bytes, kind, op), ...], "loss"}``; keep ``loss`` to run the backward.
+    """
+    params = {_key(p) for p in model.parameters()}
+    params |= {_key(t) for t in (x, y)}
+    mode = _NewStorages(params)
+    with (autocast or contextlib.nullcontext()), mode:
+        loss = model(x, y)
+    gc.collect()
+    skip = _key(loss)
+    tensors = []
+    for k, (ref, dtype, kind, op) in mode.seen.items():
+        if k == skip or ref.expired():
+            continue
+        n = torch.UntypedStorage._new_with_weak_ptr(ref.cdata).nbytes()
+        if n:
+            tensors.append((dtype, n, kind, op))
+    out = {"tensors": sorted(tensors), "loss": loss,
+           "total": sum(t[1] for t in tensors)}
+    for kind in ("activation", "weight_cast"):
+        out[kind] = sum(t[1] for t in tensors if t[2] == kind)
+    return out
+
+
+def hooked_bytes(model, x, y, autocast=None) -> int:
+    """The saved-tensor hooks' count (storage by storage, parameters and
+    inputs aside): equal to :func:`measure` without recomputation, blind
+    inside a checkpoint."""
+    exclude = {_key(p) for p in model.parameters()} | {_key(x), _key(y)}
+    kept = []
+    with torch.autograd.graph.saved_tensors_hooks(
+            lambda t: kept.append(t) or t, lambda t: t), \
+            (autocast or contextlib.nullcontext()):
+        loss = model(x, y)
+    seen, n = set(), 0
+    for t in kept:
+        k = _key(t)
+        if k in exclude or k in seen or k == _key(loss):
+            continue
+        seen.add(k)
+        n += t.untyped_storage().nbytes()
+    return n
+
+
+def as_multiset(entries) -> list:
+    """Ledger entries (predict.activations.Saved) as sorted (dtype, bytes)."""
+    return sorted((e.dtype, e.bytes) for e in entries)

@@ -1,0 +1,195 @@
+"""Make it fit, then make it fast: the per-rank bytes and the planner.
+
+    python -m labkit.predict.fit      # the gpu8 capstone's table (7B, 8x80 GB)
+
+Pure Python. A configuration is a strategy (``ddp`` or ``fsdp2_full`` =
+ZeRO-3), a recompute mode, a per-rank micro-batch and the accumulation
+steps that make up the global batch. :func:`per_rank_bytes` adds, for one
+rank,
+
+- model states: :func:`labkit.predict.memory.ledger` (fp32 weights and
+  Adam: 16 bytes per parameter, whole for DDP, / N for FSDP; chapter 1);
+- activations: :func:`labkit.predict.activations.saved` for the
+  micro-batch (exact, tensor by tensor; chapter 12);
+- transients: DDP's gradient buckets (a second copy of the gradients,
+  4 Psi, unless ``gradient_as_bucket_view``); FSDP's gathered units (the
+  one computing and the one prefetched, 2 x the largest unit) and one
+  unit's unsharded fp32 gradient before its reduce-scatter; under
+  recomputation, the one block whose activations the backward has
+  re-materialised (Korthikanti et al. 2022, Sec. 5).
+
+This is an estimate of the peak, not a count: the gradients of the
+activations in backward and the allocator's rounding come on top, so a
+configuration fits when its bytes are at most ``headroom`` (0.8, as
+:func:`labkit.predict.memory.layers_that_fit`) of the budget, and the lab
+puts the measured peak beside it. :func:`check` refuses, before anything
+starts, a configuration that does not fit; :func:`plan` lists every configuration with its bytes
+and its predicted step time, and :func:`choose` returns the fitting one
+with the most tokens/s. The step time is a no-overlap upper bound:
+hardware FLOPs (recomputation included, :func:`labkit.predict.flops.
+hardware_flops`) at ``flops_per_s`` plus the bytes each rank sends on a
+ring (:func:`labkit.predict.collectives.ring_bytes_sent` of the calls of
+:func:`labkit.predict.accumulation.step_calls`) at ``link_bytes_per_s``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from labkit.predict import activations as A
+from labkit.predict.accumulation import step_calls
+from labkit.predict.flops import hardware_flops
+from labkit.predict.memory import gpt_params, ledger
+
+STRATEGIES = ("ddp", "fsdp2_full")
+ZERO = {"ddp": "ddp", "fsdp2_full": "full_shard"}
+
+
+def unit_shapes(layers, hidden, heads, vocab, seq, mlp_ratio=4) -> list:
+    """Parameter shapes of each FSDP unit of labkit.model.GPT, in order."""
+    h, r = hidden, mlp_ratio
+    block = [(h,), (h,), (3 * h, h), (3 * h,), (h, h), (h,), (h,), (h,),
+             (r * h, h), (r * h,), (h, r * h), (h,)]
+    return [[(vocab, h), (seq, h)]] + [block] * layers + [[(h,), (h,),
+                                                           (vocab, h)]]
+
+
+@dataclass(frozen=True)
+class Config:
+    strategy: str
+    recompute: str
+    micro_batch: int
+    accumulation: int
+
+
+def _ring_factor(op: str, n: int) -> float:
+    if n == 1:
+        return 0.0
+    return 2 * (n - 1) / n if op == "all_reduce" else (n - 1) / n
+
+
+def per_rank_bytes(model: dict, world_size: int, cfg: Config,
+                   precision: str = "fp32", device: str = "cpu") -> dict:
+    """Bytes one rank holds at its peak, term by term (see module doc)."""
+    if cfg.strategy not in STRATEGIES:
+        raise ValueError(f"unknown strategy {cfg.strategy!r}: {STRATEGIES}")
+    m = {"mlp_ratio": 4, **model}
+    psi = gpt_params(m["layers"], m["hidden"], m["heads"], m["vocab"],
+                     m["seq"], m["mlp_ratio"])
+    states = ledger(psi, world_size, ZERO[cfg.strategy],
+                    precision="fp32").gpu_total
+    if cfg.strategy == "ddp" and precision == "fsdp_bf16":
+        precision = "autocast_bf16"   # DDP's bf16 is autocast
+    acts = A.total(A.saved(m["layers"], m["hidden"], m["heads"], m["vocab"],
+                           m["seq"], cfg.micro_batch, m["mlp_ratio"],
+                           precision, cfg.recompute, device))
+    param_bytes = 2 if precision != "fp32" else 4
+    if cfg.strategy == "ddp":
+        transient = 4 * psi
+    else:
+        units = unit_shapes(m["layers"], m["hidden"], m["heads"],
+                            m["vocab"], m["seq"], m["mlp_ratio"])
+        big = max(sum(math.prod(s) for s in u) for u in units)
+        transient = 2 * big * param_bytes + 4 * big
+    if cfg.recompute != "none":  # backward re-materialises one block
+        block = [A.block_saved(cfg.micro_batch, m["seq"], m["hidden"],
+                               m["heads"], m["mlp_ratio"], precision, rc,
+                               device) for rc in ("none", cfg.recompute)]
+        transient += A.total(block[0]) - A.total(block[1])
+    return {"params": psi, "states": states, "activations": acts,
+            "transient": transient, "total": states + acts + transient}
+
+
+def step_seconds(model: dict, world_size: int, global_batch: int,
+                 cfg: Config, flops_per_s: float, link_bytes_per_s: float,
+                 precision: str = "fp32") -> dict:
+    """Predicted seconds of one step, no overlap (an upper bound)."""
+    m = {"mlp_ratio": 4, **model}
+    rc = "full" if cfg.recompute == "full" else "none"  # selective keeps
+    flops = hardware_flops(global_batch, m["seq"], m["layers"],  # matmuls
+                           m["hidden"], m["vocab"], rc) / world_size
+    calls = step_calls(unit_shapes(m["layers"], m["hidden"], m["heads"],
+                                   m["vocab"], m["seq"], m["mlp_ratio"]),
+                       world_size, cfg.strategy, cfg.accumulation,
+                       no_sync=cfg.strategy == "ddp",
+                       param_bytes=2 if precision != "fp32" else 4,
+                       grad_bytes=4)
+    wire = sum(c["bytes"] * _ring_factor(c["op"], world_size) for c in calls)
+    t = flops / flops_per_s + wire / link_bytes_per_s
+    return {"flops": flops, "wire_bytes": wire, "step_s": t,
+            "tokens_per_s": global_batch * m["seq"] / t}
+
+
+HEADROOM = 0.8
+
+
+def plan(model: dict, world_size: int, global_batch: int,
+         budget_bytes: float, flops_per_s: float, link_bytes_per_s: float,
+         precision: str = "fp32", device: str = "cpu",
+         strategies=STRATEGIES, recomputes=A.RECOMPUTE,
+         headroom: float = HEADROOM) -> list[dict]:
+    """Every configuration: bytes, fits or not, predicted speed."""
+    if not budget_bytes > 0 or not 0 < headroom <= 1:
+        raise ValueError("budget_bytes must be > 0 and headroom in (0, 1]")
+    if global_batch % world_size:
+        raise ValueError(f"global batch {global_batch} does not divide by "
+                         f"{world_size} ranks")
+    local = global_batch // world_size
+    rows = []
+    for s in strategies:
+        for rc in recomputes:
+            for mb in (d for d in range(1, local + 1) if local % d == 0):
+                cfg = Config(s, rc, mb, local // mb)
+                mem = per_rank_bytes(model, world_size, cfg, precision,
+                                     device)
+                speed = step_seconds(model, world_size, global_batch, cfg,
+                                     flops_per_s, link_bytes_per_s,
+                                     precision)
+                rows.append({**asdict(cfg), **mem, **speed,
+                             "budget": budget_bytes,
+                             "fits": mem["total"] <= headroom * budget_bytes})
+    return rows
+
+
+def choose(rows) -> dict:
+    """The fitting configuration with the most predicted tokens/s (ties:
+    the larger micro-batch, then no recompute before selective)."""
+    ok = [r for r in rows if r["fits"]]
+    if not ok:
+        raise ValueError("no configuration fits the budget: add ranks, "
+                         "offload, or shrink the model")
+    order = {rc: i for i, rc in enumerate(A.RECOMPUTE)}
+    return max(ok, key=lambda r: (round(r["tokens_per_s"], 6),
+                                  r["micro_batch"], -order[r["recompute"]]))
+
+
+def check(model: dict, world_size: int, cfg: Config, budget_bytes: float,
+          precision: str = "fp32", device: str = "cpu",
+          headroom: float = HEADROOM) -> dict:
+    """Refuse a configuration over budget before any process starts."""
+    mem = per_rank_bytes(model, world_size, cfg, precision, device)
+    if mem["total"] > headroom * budget_bytes:
+        raise ValueError(
+            f"{cfg.strategy}, recompute={cfg.recompute}, micro-batch "
+            f"{cfg.micro_batch}: predicted {mem['total']:,.0f} bytes per "
+            f"rank (states {mem['states']:,.0f} + activations "
+            f"{mem['activations']:,.0f} + transient {mem['transient']:,.0f})"
+            f" > {headroom:g} x budget {budget_bytes:,.0f}: not launched")
+    return mem
+
+
+GPU8 = {"model": {"layers": 32, "hidden": 4096, "heads": 32,
+                  "vocab": 32000, "seq": 4096},
+        "world_size": 8, "global_batch": 32, "budget_bytes": 80e9,
+        "flops_per_s": 989e12 * 0.4, "link_bytes_per_s": 450e9}
+
+if __name__ == "__main__":
+    g = GPU8
+    rows = plan(g["model"], g["world_size"], g["global_batch"],
+                g["budget_bytes"], g["flops_per_s"], g["link_bytes_per_s"],
+                precision="fsdp_bf16", device="cuda")
+    for r in rows:
+        print(f"{r['strategy']:11s} {r['recompute']:9s} mb {r['micro_batch']}"
+              f" {r['total'] / 1e9:8.1f} GB {'fits' if r['fits'] else '-':5s}"
+              f" {r['tokens_per_s']:10,.0f} tok/s")
+    print("chosen:", choose(rows))

@@ -1,0 +1,48 @@
+"""The activation ledger's arithmetic and Korthikanti et al. 2022, Table 2."""
+import pytest
+
+from labkit.predict import activations as A
+from labkit.predict.memory import activation_bytes_per_layer
+
+
+def test_fp32_block_is_64sbh_plus_statistics():
+    s, b, h, a = 32, 4, 64, 4
+    blk = A.block_saved(b, s, h, a)
+    assert A.total(blk) == 64 * s * b * h + 4 * 4 * s * b + 4 * a * s * b
+
+
+def test_full_recompute_keeps_the_input_only():
+    s, b, h, a = 128, 2, 256, 8
+    assert A.total(A.block_saved(b, s, h, a, precision="fsdp_bf16",
+                                 recompute="full")) == 2 * s * b * h
+    assert A.total(A.block_saved(b, s, h, a, recompute="full")) \
+        == 4 * s * b * h
+
+
+def test_korthikanti_terms_sum_to_table_2():
+    s, b, h, a = 2048, 1, 4096, 32
+    rows = A.korthikanti_terms(s, b, h, a)
+    assert sum(r["paper"] for r in rows) == activation_bytes_per_layer(
+        s, b, h, a)
+    ours = A.total(A.block_saved(b, s, h, a, precision="fsdp_bf16",
+                                 device="cuda"))
+    assert sum(r["ours"] for r in rows) == ours
+    # the 16-bit linear/LayerNorm inputs are the paper's 34 sbh minus
+    # its two dropout masks
+    same = [r for r in rows if r["paper"] and r["ours"]]
+    assert sum(r["ours"] for r in same) == 32 * s * b * h
+
+
+def test_autocast_keeps_weight_copies_that_do_not_grow_with_batch():
+    one = A.saved(2, 64, 4, 256, 32, 1, precision="autocast_bf16")
+    two = A.saved(2, 64, 4, 256, 32, 2, precision="autocast_bf16")
+    assert A.total(one, "weight_cast") == A.total(two, "weight_cast") > 0
+
+
+def test_bad_arguments_are_refused():
+    with pytest.raises(ValueError, match="precision"):
+        A.saved(2, 64, 4, 256, 32, 1, precision="fp8")
+    with pytest.raises(ValueError, match="recompute"):
+        A.block_saved(1, 8, 64, 4, recompute="some")
+    with pytest.raises(ValueError, match="batch"):
+        A.saved(2, 64, 4, 256, 32, 0)

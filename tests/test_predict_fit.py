@@ -1,0 +1,61 @@
+"""The capstone's planner: refusal before launch, the choice, the 7B case."""
+import pytest
+
+from labkit.predict import fit as F
+from labkit.predict.accumulation import step_calls, summary
+from labkit.predict.memory import gpt_params
+
+CPU = {"layers": 4, "hidden": 64, "heads": 4, "vocab": 256, "seq": 64}
+
+
+def test_over_budget_is_refused_with_the_numbers():
+    with pytest.raises(ValueError, match="not launched"):
+        F.check(CPU, 2, F.Config("ddp", "none", 8, 1), 6e6)
+    F.check(CPU, 2, F.Config("fsdp2_full", "selective", 2, 4), 6e6)
+
+
+def test_choose_picks_the_fastest_that_fits():
+    rows = F.plan(CPU, 2, 16, 6e6, 1e10, 1e9)
+    best = F.choose(rows)
+    assert best["fits"]
+    assert all(r["tokens_per_s"] <= best["tokens_per_s"] + 1e-6
+               for r in rows if r["fits"])
+    with pytest.raises(ValueError, match="no configuration fits"):
+        F.choose(F.plan(CPU, 2, 16, 1e5, 1e10, 1e9))
+
+
+def test_gpu8_7b_ddp_does_not_fit_fsdp_does():
+    g = F.GPU8
+    m = g["model"]
+    psi = gpt_params(m["layers"], m["hidden"], m["heads"], m["vocab"],
+                     m["seq"])
+    assert 6e9 < psi < 8e9 and 16 * psi > 80e9
+    rows = F.plan(m, 8, g["global_batch"], g["budget_bytes"],
+                  g["flops_per_s"], g["link_bytes_per_s"],
+                  precision="fsdp_bf16", device="cuda")
+    assert not any(r["fits"] for r in rows if r["strategy"] == "ddp")
+    assert F.choose(rows)["strategy"] == "fsdp2_full"
+
+
+def test_accumulation_counts():
+    units = F.unit_shapes(2, 64, 4, 256, 32)
+    one = summary(step_calls(units, 2, "ddp", 1))
+    assert summary(step_calls(units, 2, "ddp", 4)) == one
+    assert summary(step_calls(units, 2, "ddp", 4, no_sync=False)) == {
+        k: {"calls": 4 * v["calls"], "bytes": 4 * v["bytes"]}
+        for k, v in one.items()}
+    fs = summary(step_calls(units, 2, "fsdp2_full", 3))
+    assert fs["reduce_scatter"]["calls"] == len(units)
+    assert fs["all_gather"]["calls"] == 3 * 2 * len(units)
+
+
+def test_deepspeed_accumulation_volumes():
+    from labkit.predict.accumulation import deepspeed_step
+    psi = 1000
+    # ZeRO-1 reduces once per step, ZeRO-2 every micro-batch
+    assert deepspeed_step(psi, 1, 4) == deepspeed_step(psi, 1, 1)
+    assert deepspeed_step(psi, 2, 4)["all_reduce"] == 4 * 4 * psi
+    z3 = deepspeed_step(psi, 3, 4, gather_in_backward=True)
+    assert z3 == {"all_gather": 8 * 4 * psi, "reduce_scatter": 4 * 4 * psi}
+    with pytest.raises(ValueError):
+        deepspeed_step(psi, 0, 1)
