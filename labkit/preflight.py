@@ -153,16 +153,24 @@ def check_deepspeed(profile: dict) -> list[Check]:
     except Exception as e:  # noqa: BLE001 - any import failure is the fact
         return [Check("deepspeed", "fail", f"import failed: {e}",
                       "deepspeed", "pip install -r requirements.txt")]
-    ops = deepspeed_ops(profile)
-    if not ops:
+    ops, optional = deepspeed_ops(profile), deepspeed_ops(profile, True)
+    if not ops and not optional:
         return [Check("deepspeed ops", "ok", f"deepspeed {deepspeed.__version__}",
                       "no op compiled by this profile")]
-    bad = [op for op in ops if not ALL_OPS[op].is_compatible(verbose=False)]
-    return [Check("deepspeed ops", "fail" if bad else "ok",
-                  f"deepspeed {deepspeed.__version__}: " + ", ".join(
-                      f"{op} {'NOT compatible' if op in bad else 'compatible'}"
-                      for op in ops), ", ".join(ops),
-                  "see `ds_report`; async_io needs libaio-dev" if bad else "")]
+    out = []
+    for need, status, what in ((ops, "fail", "lab 4"),
+                               (optional, "warn", "lab 4's optional NVMe "
+                                "cell (it reports the failure and goes on)")):
+        if not need:
+            continue
+        bad = [op for op in need if not ALL_OPS[op].is_compatible(verbose=False)]
+        out.append(Check(
+            "deepspeed ops", status if bad else "ok",
+            f"deepspeed {deepspeed.__version__}: " + ", ".join(
+                f"{op} {'NOT compatible' if op in bad else 'compatible'}"
+                for op in need), f"{', '.join(need)} for {what}",
+            "see `ds_report`; async_io needs libaio-dev" if bad else ""))
+    return out
 
 
 def interconnect(topo: str) -> str:

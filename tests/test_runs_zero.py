@@ -309,6 +309,18 @@ def test_timed_runs_report_throughput_and_a_labelled_peak(bf16_ranks):
     assert run["peak"]["source"].startswith("ledger")   # cpu: no allocator
 
 
+@distributed
+def test_lab9_reads_the_peak_of_every_run_record(bf16_ranks):
+    """Lab 9's GPU cell reads zero and colossalai records with one reader
+    (issue 17, defect 2: it read ``max_memory_allocated`` from both)."""
+    from labkit.device import peak_of
+    for run in bf16_ranks[0]["runs"].values():
+        assert peak_of(run) == run["peak"]["bytes"] > 0
+    assert peak_of({"max_memory_allocated": 7}) == 7   # colossalai's key
+    with pytest.raises(KeyError, match="max_memory_allocated"):
+        peak_of({"step_s": 1.0})
+
+
 # -- bf16: the wrappers DeepSpeed picks (lab 4 on a GPU) ---------------------
 
 @pytest.fixture(scope="module")
