@@ -34,11 +34,16 @@ class Context:
         return self.device.type == "cuda"
 
 
+def pick_backend() -> str:
+    """``LABKIT_BACKEND``, else nccl where CUDA is and gloo elsewhere."""
+    return os.environ.get("LABKIT_BACKEND") or (
+        "nccl" if torch.cuda.is_available() else "gloo")
+
+
 def init(timeout_s: float = 120.0) -> Context:
     """Initialise torch.distributed from torchrun's environment."""
     from datetime import timedelta
-    backend = os.environ.get("LABKIT_BACKEND") or (
-        "nccl" if torch.cuda.is_available() else "gloo")
+    backend = pick_backend()
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     if backend == "nccl":
         torch.cuda.set_device(local_rank)
