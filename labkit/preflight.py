@@ -103,9 +103,7 @@ def check_devices(name: str, profile: dict) -> list[Check]:
                       "" if cores >= 2 else "expect slower labs")]
     gpus = cuda_device_count()
     if gpus == 0:
-        return [Check("gpus", "fail", "0 CUDA GPUs", f"{ranks} CUDA GPUs",
-                      f"the {name} profile needs {ranks} CUDA GPUs: use a "
-                      "node that has them, or --profile cpu")]
+        return [no_gpus(name, ranks)]
     short = [] if gpus >= ranks else [Check(
         "gpus", "warn", f"{gpus} CUDA GPUs", f"{ranks} for every lab",
         f"labs that need more than {gpus} GPUs are skipped (run_labs "
@@ -121,6 +119,28 @@ def check_devices(name: str, profile: dict) -> list[Check]:
                   else "fail", _gb(props.total_memory),
                   f"{_gb(need)} DDP states of lab {lab} (+ activations)",
                   "a GPU with more memory")]
+
+
+def no_gpus(name: str, ranks: int, smi_text: str | None = None) -> Check:
+    """torch sees no GPU: say why when the driver is the reason (a CUDA
+    build newer than the driver, a CPU build on a GPU node), not just "0"."""
+    import torch
+    from labkit import node
+    text = node.nvidia_smi() if smi_text is None else smi_text
+    found = node.parse_nvidia_smi(text) if text else None
+    why = node.mismatch(torch.__version__, torch.version.cuda, found)
+    if why is None and found and found.gpus and not torch.version.cuda:
+        why = (f"torch {torch.__version__} is a CPU build on a node with "
+               f"{len(found.gpus)} x {found.gpus[0]} (driver "
+               f"{found.driver}, CUDA {found.cuda}): run `make setup` "
+               "again (it picks the CUDA build for the driver)")
+    if why:
+        return Check("gpus", "fail", f"0 CUDA GPUs visible to torch; "
+                     f"nvidia-smi: {len(found.gpus)} GPU(s), driver "
+                     f"{found.driver}", f"{ranks} CUDA GPUs", why)
+    return Check("gpus", "fail", "0 CUDA GPUs", f"{ranks} CUDA GPUs",
+                 f"the {name} profile needs {ranks} CUDA GPUs: use a "
+                 "node that has them, or --profile cpu")
 
 
 def check_torch(name: str) -> list[Check]:

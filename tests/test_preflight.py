@@ -1,5 +1,6 @@
 """Preflight: one table, exit 0/1/2, a clear line for what would fail."""
 import json
+from pathlib import Path
 import subprocess
 import sys
 
@@ -91,3 +92,18 @@ def test_missing_nvme_ops_warn_and_block_no_lab(monkeypatch):
     assert "NVMe" in checks[0].need and "libaio" in checks[0].fix
     nvme_lab = {"zero": {"variants": ["zero3_nvme"]}}
     assert preflight.check_deepspeed(nvme_lab)[0].status == "fail"
+
+
+def test_zero_gpus_names_the_driver_torch_mismatch(monkeypatch):
+    """Issue 17, defect 8: a CUDA build newer than the driver sees no GPU;
+    preflight names driver and build instead of "0 GPUs"."""
+    import torch
+    smi = (Path(__file__).parent / "nvidia_smi" /
+           "h100x8_driver535.txt").read_text()
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    c = preflight.no_gpus("gpu8", 8, smi)
+    assert c.status == "fail" and "535.104.05" in c.fix
+    assert "CUDA 13.0" in c.fix and "8 GPU(s)" in c.found
+    monkeypatch.setattr(torch.version, "cuda", None)      # a CPU build
+    assert "CPU build" in preflight.no_gpus("gpu8", 8, smi).fix
+    assert preflight.no_gpus("gpu8", 8, "").found == "0 CUDA GPUs"

@@ -35,11 +35,13 @@ def expected_bytes(cfg: dict, numels: list[int], world_size: int,
     - ``persistent`` (ZeRO-3): parameters with at most
       ``stage3_param_persistence_threshold`` elements stay whole on every
       rank (``mark_persistent_parameters`` in ``parameter_offload.py``),
-      on top of their partition.
+      on top of their partition (one rank: the partition is the whole
+      parameter, one copy).
     - ``inputs_without_grad`` (ZeRO-3): a module whose input needs no
       gradient (the embeddings, fed token ids) never triggers DeepSpeed's
       post-backward release hook; its gathered weights are freed with
-      everything else right after backward (``partition_all_parameters``).
+      everything else right after backward (``partition_all_parameters``);
+      not at one rank, where nothing is partitioned away.
     - ``fp32_accumulation`` and ``optimizer_partition``: the optimizer
       DeepSpeed wrapped (``optimizer_class``, the run's
       ``type(engine.optimizer).__name__``) is ``BF16_Optimizer`` where
@@ -112,7 +114,7 @@ def expected_bytes(cfg: dict, numels: list[int], world_size: int,
         # parameter / N, where the ledger's 16-bit gradients count 2.
         out["grads"]["fp32_partition"] = (4 * padded - e * phi) / n
         out["grads"].pop("padding", None)
-    if stage == 3:
+    if stage == 3 and n > 1:   # one rank: the partition is the parameter
         thr = cfg["stage3_param_persistence_threshold"]
         persistent = [k for k in numels if k <= thr]
         out["params"]["persistent"] = e * sum(persistent)
