@@ -36,7 +36,8 @@ as wheels in ``.whl/`` (``make gpu-wheels`` downloads them here); when that
 folder exists they are installed with ``pip --no-index --target
 <out>/site`` and put on ``PYTHONPATH`` for every step (torch never: the
 machine's build stays). ``--dry`` prints the plan and runs only the steps
-marked CPU-safe, on the CPU (``zero`` at a tiny size, fp32 on gloo).
+marked CPU-safe, on the CPU (``zero`` and ``checkpoint`` at a tiny size,
+fp32 on gloo).
 """
 from __future__ import annotations
 
@@ -104,7 +105,8 @@ def steps(out: Path) -> list[Step]:
             ROOT / "scripts" / "run_labs.py", "--profile", "gpu1", "--only",
             "profiling", "--out", labs, "--skip-preflight")),
         Step("checkpoint", 50, 180, _py(me, "--step", "checkpoint", "--out",
-                                        out)),
+                                        out), cpu_safe=True,
+             dry_cmd=_py(me, "--step", "checkpoint", "--out", out, "--cpu")),
         Step("benchmark", 30, 120, _py(bench, "--steps", "10", "--warmup",
              "3", "--batch", "4", "--out", out / "benchmark.json")),
         Step("benchmark_compile", 90, 300, _py(
@@ -283,16 +285,20 @@ def zero(out: Path, cpu: bool) -> int:
     return 1 if bad else 0
 
 
-def checkpoint(out: Path) -> int:
+def checkpoint(out: Path, cpu: bool = False) -> int:
     """Kill-and-resume at one rank: the resumed losses equal the
     uninterrupted reference bit for bit (deterministic kernels)."""
+    from labkit.checkpoint import checkpoint_root
     from labkit.launch import launch
     d = out / "checkpoint"
+    ckpt = checkpoint_root("gpu_check")    # checkpoints stay under _build
+    shutil.rmtree(ckpt, ignore_errors=True)
     res = launch("labkit.runs.checkpoint", 1, {
-        "ckpt_dir": d / "ckpt", "steps": 8, "every": 2, "kill_rank": 0,
+        "ckpt_dir": ckpt, "steps": 8, "every": 2, "kill_rank": 0,
         "kill_step": 5, "reference": True, "batch": 8, "dataset": 32,
-        "layers": 4, "hidden": 512, "heads": 8, "vocab": 8192, "seq": 256},
-        timeout=170, max_restarts=1, require_gpu=True, run_dir=d / "run",
+        **(ZERO_CPU if cpu else {"layers": 4, "hidden": 512, "heads": 8,
+                                 "vocab": 8192, "seq": 256})},
+        timeout=170, max_restarts=1, require_gpu=not cpu, run_dir=d / "run",
         env={"LABKIT_DETERMINISTIC": "1"})
     run, ref = res[0]["run"], res[0]["reference"]
     log = [json.loads(x) for x in (d / "run" / "steps.jsonl")
@@ -327,7 +333,7 @@ def main(argv=None) -> int:
         out.mkdir(parents=True, exist_ok=True)
         fn = {"versions": lambda: versions(out) and 0,
               "zero": lambda: zero(out, a.cpu),
-              "checkpoint": lambda: checkpoint(out)}[a.step]
+              "checkpoint": lambda: checkpoint(out, a.cpu)}[a.step]
         return fn() or 0
     known = {s.name for s in steps(out)}
     if set(a.only) - known:

@@ -50,6 +50,9 @@ def test_dry_run_prints_the_plan_and_runs_the_cpu_safe_steps(tmp_path):
     assert s["dry"] and s["est_total_s"] <= 540
     status = {x["step"]: x["status"] for x in s["steps"]}
     assert status["versions"] == status["zero"] == "ok"
+    assert status["checkpoint"] == "ok"          # kill, resume, bit for bit
+    ck = json.loads((out / "checkpoint.json").read_text())
+    assert ck["run"]["attempt"] == 1 and ck["largest_difference"] == 0.0
     assert status["preflight_gpu1"] == status["preflight_gpu8"] == "ok"
     assert status["lab_memory"] == status["benchmark"] == "planned"
     assert s["versions"]["torch"] and "nvidia_smi" in s["versions"]
