@@ -41,6 +41,10 @@ $(STAMP): requirements.txt pyproject.toml
 	@test -x $(BIN)/python || sh scripts/check_python.sh "$(PYTHON)"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
+	@# a GPU node: the torch build its driver runs (scripts/torch_build.py;
+	@# CUDA=12.6 or TORCH_INDEX=URL override); a CPU machine: nothing here
+	TORCH_PIP="$$($(BIN)/python scripts/torch_build.py --explain)" || exit 1; \
+	  test -z "$$TORCH_PIP" || $(BIN)/python -m pip install -q $$TORCH_PIP
 	$(BIN)/python -m pip install -q -r requirements.txt
 	$(BIN)/python -m pip install -q --no-deps -e .
 	touch $(STAMP)
@@ -113,3 +117,18 @@ book-student: $(STAMP)
 
 clean:
 	rm -rf _build
+
+# One prepared check on one GPU (<= 9 min): scripts/gpu_check.py. DRY=1
+# prints the plan and runs the CPU-safe steps; GPU_CHECK_OUT sets the
+# output folder (default _build/gpu-check/<stamp>/).
+.PHONY: gpu-check gpu-wheels
+# The machine's own python3 unless `make setup` made .venv here.
+GPU_PY = $(shell test -x $(BIN)/python && echo $(BIN)/python || echo python3)
+gpu-check:
+	$(GPU_PY) scripts/gpu_check.py $(if $(DRY),--dry) \
+		$(if $(GPU_CHECK_OUT),--out $(GPU_CHECK_OUT))
+
+# The wheels a GPU machine without our packages needs (.whl/, for Python
+# 3.12 x86-64; never torch): scripts/gpu_wheels.py.
+gpu-wheels: $(STAMP)
+	$(BIN)/python scripts/gpu_wheels.py

@@ -10,6 +10,8 @@ below marked ``# CUDA only``:
   GPU; on CPU, the byte ledger the caller counted (labelled as such);
 - :class:`Timer` -- CUDA events on a GPU (GPU time between two points of
   the stream), ``time.perf_counter`` on CPU;
+- :func:`peak_of` -- that peak from any run record (the runs modules'
+  ``peak`` or Colossal-AI's ``max_memory_allocated``);
 - :func:`name`, :func:`total_memory`, :func:`sync`, :func:`reset_peak`;
 - :func:`mfu` -- tokens/s, model FLOPs per step (``labkit.predict.flops``),
   achieved TFLOP/s and MFU against the GPU's dense bf16 peak (None, said
@@ -68,6 +70,21 @@ def peak_bytes(device, ledger_bytes: int | None = None) -> dict:
         return {"bytes": torch.cuda.max_memory_allocated(device),  # CUDA
                 "source": "cuda_max_memory_allocated"}
     return {"bytes": ledger_bytes, "source": "ledger (cpu: no allocator)"}
+
+
+def peak_of(run: dict) -> int:
+    """The peak bytes of one run record, whichever module wrote it.
+
+    ``labkit.runs.zero`` / ``memory`` store :func:`peak_bytes`'s dict under
+    ``peak``; ``labkit.runs.colossalai`` (its own venv) stores the bare
+    number under ``max_memory_allocated``. Raises KeyError naming both.
+    """
+    if isinstance(run.get("peak"), dict):
+        return run["peak"]["bytes"]
+    if "max_memory_allocated" in run:
+        return run["max_memory_allocated"]
+    raise KeyError("no peak in this run record (neither 'peak' nor "
+                   f"'max_memory_allocated'); keys: {sorted(run)}")
 
 
 class Timer:

@@ -34,11 +34,41 @@ class Context:
         return self.device.type == "cuda"
 
 
-def init(timeout_s: float = 120.0) -> Context:
-    """Initialise torch.distributed from torchrun's environment."""
-    from datetime import timedelta
-    backend = os.environ.get("LABKIT_BACKEND") or (
+def pick_backend() -> str:
+    """``LABKIT_BACKEND``, else nccl where CUDA is and gloo elsewhere."""
+    return os.environ.get("LABKIT_BACKEND") or (
         "nccl" if torch.cuda.is_available() else "gloo")
+
+
+def deterministic() -> None:
+    """Bit-identical reruns on a GPU, as on CPU (``LABKIT_DETERMINISTIC=1``).
+
+    On CUDA the default kernels are not all deterministic: SDPA's
+    memory-efficient and flash backward and the embedding backward add
+    with atomics, cuBLAS picks split-K reductions by workspace. So:
+    ``torch.use_deterministic_algorithms`` (deterministic embedding
+    backward, errors on ops that have none), cuBLAS's fixed workspace
+    (``CUBLAS_WORKSPACE_CONFIG``, read when its first handle is made), and
+    SDPA on its math backend only (plain matmuls and softmax). Slower; only
+    lab 8's resume check asks for it. Harmless on CPU.
+    """
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True)
+    for kind in ("flash", "mem_efficient", "cudnn"):
+        switch = getattr(torch.backends.cuda, f"enable_{kind}_sdp", None)
+        if switch:
+            switch(False)
+    torch.backends.cuda.enable_math_sdp(True)
+
+
+def init(timeout_s: float = 120.0) -> Context:
+    """Initialise torch.distributed from torchrun's environment (and the
+    deterministic kernels of :func:`deterministic` when
+    ``LABKIT_DETERMINISTIC=1``)."""
+    from datetime import timedelta
+    if os.environ.get("LABKIT_DETERMINISTIC") == "1":
+        deterministic()
+    backend = pick_backend()
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     if backend == "nccl":
         torch.cuda.set_device(local_rank)

@@ -103,9 +103,7 @@ def check_devices(name: str, profile: dict) -> list[Check]:
                       "" if cores >= 2 else "expect slower labs")]
     gpus = cuda_device_count()
     if gpus == 0:
-        return [Check("gpus", "fail", "0 CUDA GPUs", f"{ranks} CUDA GPUs",
-                      f"the {name} profile needs {ranks} CUDA GPUs: use a "
-                      "node that has them, or --profile cpu")]
+        return [no_gpus(name, ranks)]
     short = [] if gpus >= ranks else [Check(
         "gpus", "warn", f"{gpus} CUDA GPUs", f"{ranks} for every lab",
         f"labs that need more than {gpus} GPUs are skipped (run_labs "
@@ -121,6 +119,28 @@ def check_devices(name: str, profile: dict) -> list[Check]:
                   else "fail", _gb(props.total_memory),
                   f"{_gb(need)} DDP states of lab {lab} (+ activations)",
                   "a GPU with more memory")]
+
+
+def no_gpus(name: str, ranks: int, smi_text: str | None = None) -> Check:
+    """torch sees no GPU: say why when the driver is the reason (a CUDA
+    build newer than the driver, a CPU build on a GPU node), not just "0"."""
+    import torch
+    from labkit import node
+    text = node.nvidia_smi() if smi_text is None else smi_text
+    found = node.parse_nvidia_smi(text) if text else None
+    why = node.mismatch(torch.__version__, torch.version.cuda, found)
+    if why is None and found and found.gpus and not torch.version.cuda:
+        why = (f"torch {torch.__version__} is a CPU build on a node with "
+               f"{len(found.gpus)} x {found.gpus[0]} (driver "
+               f"{found.driver}, CUDA {found.cuda}): run `make setup` "
+               "again (it picks the CUDA build for the driver)")
+    if why:
+        return Check("gpus", "fail", f"0 CUDA GPUs visible to torch; "
+                     f"nvidia-smi: {len(found.gpus)} GPU(s), driver "
+                     f"{found.driver}", f"{ranks} CUDA GPUs", why)
+    return Check("gpus", "fail", "0 CUDA GPUs", f"{ranks} CUDA GPUs",
+                 f"the {name} profile needs {ranks} CUDA GPUs: use a "
+                 "node that has them, or --profile cpu")
 
 
 def check_torch(name: str) -> list[Check]:
@@ -153,16 +173,24 @@ def check_deepspeed(profile: dict) -> list[Check]:
     except Exception as e:  # noqa: BLE001 - any import failure is the fact
         return [Check("deepspeed", "fail", f"import failed: {e}",
                       "deepspeed", "pip install -r requirements.txt")]
-    ops = deepspeed_ops(profile)
-    if not ops:
+    ops, optional = deepspeed_ops(profile), deepspeed_ops(profile, True)
+    if not ops and not optional:
         return [Check("deepspeed ops", "ok", f"deepspeed {deepspeed.__version__}",
                       "no op compiled by this profile")]
-    bad = [op for op in ops if not ALL_OPS[op].is_compatible(verbose=False)]
-    return [Check("deepspeed ops", "fail" if bad else "ok",
-                  f"deepspeed {deepspeed.__version__}: " + ", ".join(
-                      f"{op} {'NOT compatible' if op in bad else 'compatible'}"
-                      for op in ops), ", ".join(ops),
-                  "see `ds_report`; async_io needs libaio-dev" if bad else "")]
+    out = []
+    for need, status, what in ((ops, "fail", "lab 4"),
+                               (optional, "warn", "lab 4's optional NVMe "
+                                "cell (it reports the failure and goes on)")):
+        if not need:
+            continue
+        bad = [op for op in need if not ALL_OPS[op].is_compatible(verbose=False)]
+        out.append(Check(
+            "deepspeed ops", status if bad else "ok",
+            f"deepspeed {deepspeed.__version__}: " + ", ".join(
+                f"{op} {'NOT compatible' if op in bad else 'compatible'}"
+                for op in need), f"{', '.join(need)} for {what}",
+            "see `ds_report`; async_io needs libaio-dev" if bad else ""))
+    return out
 
 
 def interconnect(topo: str) -> str:

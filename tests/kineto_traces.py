@@ -141,3 +141,18 @@ SCENARIOS = {
     "nanoseconds": nanoseconds,
     **{f"random_{s}": (lambda s=s: random_trace(s)) for s in range(4)},
 }
+
+
+def one_rank_nccl(calls=3):
+    """One rank under NCCL (lab 7 on gpu1): each step calls all_reduce
+    ``calls`` times (the CPU's ``nccl:all_reduce`` annotations) but NCCL
+    launches no kernel for an in-place sum on one rank; compute kernels
+    only. Three steps of 1000 us."""
+    steps = [(n, 1000 * (n - 1), 1000) for n in (1, 2, 3)]
+    kernels, extra = [], []
+    for n, base, _ in steps:
+        kernels += [(GEMM, base + 100, 300, 7, base + 10),
+                    (ELEM, base + 500, 100, 7, base + 20)]
+        extra += [ev("nccl:all_reduce", base + 30 + 10 * i, 5,
+                     cat="user_annotation") for i in range(calls)]
+    return kineto(steps, kernels, extra)

@@ -32,3 +32,22 @@ def test_without_a_gpu_the_default_says_so(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(SystemExit, match="no CUDA GPU"):
         bench.main(["--steps", "1"])
+
+
+def test_causal_attention_counted_at_half_and_peak_reset(tmp_path,
+                                                        monkeypatch):
+    """Issue 17, defect 9: the causal core is half of Eq. 3's attention
+    term; the peak is reset before the timed steps."""
+    from labkit import device as D
+    from labkit.predict.flops import model_flops
+    calls = []
+    monkeypatch.setattr(D, "reset_peak", lambda dev: calls.append(dev))
+    out = tmp_path / "mfu.json"
+    assert bench.main(TINY + ["--out", str(out)]) == 0
+    rec = json.loads(out.read_text())
+    full = model_flops(4, 32, 2, 64, 256)
+    assert rec["model_flops_full_attention"] == full
+    assert rec["model_flops_per_step"] == full - 6 * 4 * 32 ** 2 * 2 * 64
+    assert rec["achieved_tflops_per_gpu"] == pytest.approx(
+        rec["model_flops_per_step"] / rec["step_s_median"] / 1e12)
+    assert len(calls) == 1

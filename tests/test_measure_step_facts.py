@@ -38,3 +38,40 @@ def test_gaps_where_work_was_queued_are_not_the_hosts(tmp_path):
         t, t.kernels)["busy"], [(150, 300)])
     assert facts["kernels"] == 2 and facts["kernel_median_us"] == 50
     assert facts["idle_launch_us"] == 0
+
+
+def test_one_rank_collectives_are_counted_from_the_calls(tmp_path):
+    """With one rank NCCL runs no kernel for an in-place all-reduce: the
+    step still made its calls (issue 17, defect 5: it counted 0)."""
+    r = P.analyze(K.write(tmp_path, 0, K.one_rank_nccl(calls=3)))
+    steps = r["ranks"][0]["steps"]
+    assert steps and all(s["collectives"] == 3 for s in steps)
+    assert all(s["collective_kernels"] == 0 for s in steps)
+
+
+def test_real_gpu_trace_calls_match_kernels_and_survive_their_loss(
+        tmp_path):
+    """On a real 8-rank NCCL trace the calls equal the NCCL kernels per
+    step; with the NCCL kernels deleted (what one rank records) the count
+    stays."""
+    import gzip
+    import json
+    from pathlib import Path
+
+    import pytest
+    f = (Path(__file__).resolve().parent.parent.parent / "shared" /
+         "traces" / "gpu-a100-8rank-alltoall" / "rank-3.json.gz")
+    if not f.is_file():
+        pytest.skip(f"real GPU trace not found: {f}")
+    whole = P.analyze(f)["ranks"][0]["steps"]
+    assert all(s["collectives"] == s["collective_kernels"] > 0
+               for s in whole)
+    data = json.loads(gzip.decompress(f.read_bytes()))
+    data["traceEvents"] = [e for e in data["traceEvents"] if not (
+        e.get("cat") == "kernel" and e.get("name", "").startswith("nccl"))]
+    g = tmp_path / "rank-3.json"
+    g.write_text(json.dumps(data))
+    alone = P.analyze(g)["ranks"][0]["steps"]
+    assert [s["collectives"] for s in alone] == [
+        s["collectives"] for s in whole]
+    assert all(s["collective_kernels"] == 0 for s in alone)

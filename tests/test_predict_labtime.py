@@ -20,6 +20,16 @@ def test_plan_uses_the_formulas():
 
 
 def test_deepspeed_ops_only_for_nvme_offload():
+    """CPU offload with torch's Adam compiles nothing; only the optional
+    NVMe cell needs async_io and cpu_adam (issue 17, defect 3)."""
     zero = {"zero": {"variants": ["zero3_offload_params"], "nvme_path": "/x"}}
-    assert labtime.deepspeed_ops(zero) == ["async_io", "cpu_adam"]
+    assert labtime.deepspeed_ops(zero) == []
+    assert labtime.deepspeed_ops(zero, optional=True) == ["async_io",
+                                                         "cpu_adam"]
     assert labtime.deepspeed_ops({"zero": {"variants": ["zero3"]}}) == []
+    assert labtime.deepspeed_ops({"zero": {"variants": ["zero3"]}}, True) == []
+    nvme = {"zero": {"variants": ["zero3_nvme", "zero3"]}}
+    assert labtime.deepspeed_ops(nvme) == ["async_io", "cpu_adam"]
+    # the plan still charges the NVMe cell's compiles
+    assert labtime.plan(zero, gpu=True)["zero"].compile_s == \
+        2 * labtime.OP_COMPILE_S

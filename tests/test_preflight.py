@@ -1,5 +1,6 @@
 """Preflight: one table, exit 0/1/2, a clear line for what would fail."""
 import json
+from pathlib import Path
 import subprocess
 import sys
 
@@ -54,7 +55,8 @@ def test_needs_come_from_the_profile_not_a_list():
     assert preflight.largest_model(prof)[:2] == ("c", 2 * 12 * 64 * 64 + (
         2 * 13 * 64) + (256 + 32) * 64 + 256 * 64 + 2 * 64)
     gpu8 = preflight.load_profile("gpu8")
-    assert labtime.deepspeed_ops(gpu8) == ["async_io", "cpu_adam"]
+    assert labtime.deepspeed_ops(gpu8) == []          # torch Adam offload
+    assert labtime.deepspeed_ops(gpu8, True) == ["async_io", "cpu_adam"]
     assert labtime.deepspeed_ops(preflight.load_profile("cpu")) == []
     ram, disk = preflight.offload_bytes(gpu8)
     assert ram > 0 and disk == ram
@@ -75,3 +77,33 @@ def test_exit_status_is_the_worst_line():
     s = preflight.summary([ok, warn, fail])
     assert s["exit"] == 2 and s["reason"] == "get GPUs"
     assert "get GPUs" in preflight.table([ok, fail])
+
+
+def test_missing_nvme_ops_warn_and_block_no_lab(monkeypatch):
+    """gpu8 without libaio: only lab 4's optional NVMe cell needs async_io
+    and cpu_adam, so preflight warns instead of failing (issue 17, defect
+    3: it failed, and run_labs exited 2 before any lab ran)."""
+    from deepspeed.ops.op_builder.all_ops import ALL_OPS
+    monkeypatch.setattr(ALL_OPS["async_io"], "is_compatible",
+                        lambda verbose=False: False)
+    checks = preflight.check_deepspeed(preflight.load_profile("gpu8"))
+    assert [c.status for c in checks] == ["warn"]
+    assert "async_io NOT compatible" in checks[0].found
+    assert "NVMe" in checks[0].need and "libaio" in checks[0].fix
+    nvme_lab = {"zero": {"variants": ["zero3_nvme"]}}
+    assert preflight.check_deepspeed(nvme_lab)[0].status == "fail"
+
+
+def test_zero_gpus_names_the_driver_torch_mismatch(monkeypatch):
+    """Issue 17, defect 8: a CUDA build newer than the driver sees no GPU;
+    preflight names driver and build instead of "0 GPUs"."""
+    import torch
+    smi = (Path(__file__).parent / "nvidia_smi" /
+           "h100x8_driver535.txt").read_text()
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    c = preflight.no_gpus("gpu8", 8, smi)
+    assert c.status == "fail" and "535.104.05" in c.fix
+    assert "CUDA 13.0" in c.fix and "8 GPU(s)" in c.found
+    monkeypatch.setattr(torch.version, "cuda", None)      # a CPU build
+    assert "CPU build" in preflight.no_gpus("gpu8", 8, smi).fix
+    assert preflight.no_gpus("gpu8", 8, "").found == "0 CUDA GPUs"

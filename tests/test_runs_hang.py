@@ -19,3 +19,12 @@ def test_hang_is_found_at_the_timeout(tmp_path):
     assert beat["phase"] == "timed_out" and beat["collective"] == 2
     assert beat["waited_s"] == pytest.approx(2.0, abs=1.5)
     assert orphans(run) == []
+
+
+def test_nccl_waits_on_the_host():
+    """NCCL's all_reduce returns at once; the run waits on the work handle
+    with NCCL's blocking wait, so the timeout raises where waited_s is
+    written (issue 17, defect 4). gloo's wait raises by itself."""
+    from labkit.runs.hang import blocking_wait
+    assert blocking_wait("nccl") == {"TORCH_NCCL_BLOCKING_WAIT": "1"}
+    assert blocking_wait("gloo") == {}

@@ -112,8 +112,9 @@ def _explained(r, name) -> dict:
     return the expectation."""
     from labkit.measure.zero import expected_bytes
     run = r["runs"][name]
-    exp = expected_bytes(run["config"], r["param_numels"], 2,
-                         r["no_grad_input_numels"])
+    exp = expected_bytes(run["config"], r["param_numels"], r["world_size"],
+                         r["no_grad_input_numels"], run["optimizer_class"],
+                         run["grad_accum_dtype"])
     got = run["bytes_end_of_backward"]
     for cat in ("params", "grads", "optimizer"):
         e = exp[cat]
@@ -271,7 +272,7 @@ def test_config_module_imports_no_torch():
 def bf16_ranks(tmp_path_factory):
     from labkit.launch import launch
     return launch("labkit.runs.zero", 2, {
-        "variants": "zero2_offload_opt",
+        "variants": "zero0,zero2_offload_opt",
         "steps": 2, "time_steps": 1, "bf16": True,
         "reduce_bucket_size": BUCKET}, timeout=300,
         run_dir=tmp_path_factory.mktemp("zero_bf16"))
@@ -286,8 +287,84 @@ def test_bf16_offload_keeps_an_fp32_gradient_partition(bf16_ranks):
 
 
 @distributed
+def test_bf16_zero0_is_explained_by_lab4s_rule(bf16_ranks):
+    """Lab 4's gpu profiles: ZeRO-0 + bf16. DeepSpeed 0.19.8 accumulates in
+    bf16 there (``get_data_types``) and wraps the optimizer in its
+    FP16_UnfusedOptimizer (``DDP_BFLOAT16``): the plain ledger holds."""
+    for r in bf16_ranks:
+        run = r["runs"]["zero0"]
+        assert (run["optimizer_class"], run["grad_accum_dtype"]) == (
+            "FP16_UnfusedOptimizer", "bf16")
+        exp = _explained(r, "zero0")
+        assert all(len([k for k in exp[c] if k not in (
+            "ledger", "ledger_gpu", "expected", "slack")]) == 0
+            for c in ("params", "grads", "optimizer"))
+
+
+@distributed
 def test_timed_runs_report_throughput_and_a_labelled_peak(bf16_ranks):
     run = bf16_ranks[0]["runs"]["zero2_offload_opt"]
     assert run["step_s"] > 0 and run["tokens_per_s"] > 0
     assert run["peak"]["bytes"] > 0
     assert run["peak"]["source"].startswith("ledger")   # cpu: no allocator
+
+
+@distributed
+def test_lab9_reads_the_peak_of_every_run_record(bf16_ranks):
+    """Lab 9's GPU cell reads zero and colossalai records with one reader
+    (issue 17, defect 2: it read ``max_memory_allocated`` from both)."""
+    from labkit.device import peak_of
+    for run in bf16_ranks[0]["runs"].values():
+        assert peak_of(run) == run["peak"]["bytes"] > 0
+    assert peak_of({"max_memory_allocated": 7}) == 7   # colossalai's key
+    with pytest.raises(KeyError, match="max_memory_allocated"):
+        peak_of({"step_s": 1.0})
+
+
+# -- bf16: the wrappers DeepSpeed picks (lab 4 on a GPU) ---------------------
+
+@pytest.fixture(scope="module")
+def bf16_fp32_accum_ranks(tmp_path_factory):
+    """bf16 with fp32 gradient accumulation on 3 ranks (padding shows):
+    ZeRO-0 keeps DeepSpeed 0.19.8's default (bf16 accumulation, its
+    FP16_UnfusedOptimizer), ZeRO-1 gets ``BF16_Optimizer`` (what ZeRO-0 got
+    in DeepSpeed releases that defaulted bf16 to fp32 accumulation), ZeRO-2
+    an fp32 gradient partition."""
+    from labkit.launch import launch
+    return launch("labkit.runs.zero", 3, {
+        "variants": "zero0,zero1,zero2", "bf16": True, "steps": 2,
+        "batch": 6, "grad_accum_dtype": "fp32",
+        "reduce_bucket_size": BUCKET}, timeout=300,
+        run_dir=tmp_path_factory.mktemp("zero_bf16"))
+
+
+@distributed
+def test_bf16_wrappers_are_explained_by_lab4s_rule(bf16_fp32_accum_ranks):
+    ranks = bf16_fp32_accum_ranks
+    classes = {n: ranks[0]["runs"][n]["optimizer_class"]
+               for n in ("zero0", "zero1", "zero2")}
+    assert classes["zero1"] == "BF16_Optimizer", classes
+    assert ranks[0]["runs"]["zero0"]["grad_accum_dtype"] == "bf16"
+    for r in ranks:
+        for name in classes:
+            _explained(r, name)
+    # BF16_Optimizer keeps the whole fp32 gradient beside the bf16 one
+    exp = _explained(ranks[0], "zero1")
+    assert exp["grads"]["fp32_accumulation"] >= 2 * exp["grads"]["ledger"]
+
+
+def test_bf16_optimizer_at_zero0_is_partitioned():
+    """The ZeRO-0 + BF16_Optimizer case (issue 17, defect 1): whole fp32
+    gradients, master and Adam over 1/N, in the rule's expectation."""
+    from labkit.measure.zero import expected_bytes
+    numels, n = [1000, 24, 7], 8
+    phi = sum(numels)
+    padded = -(-phi // (2 * n)) * 2 * n
+    cfg = variant("zero0", world_size=n, precision="bf16").asdict()
+    exp = expected_bytes(cfg, numels, n, (), "BF16_Optimizer", "fp32")
+    assert exp["params"]["expected"] == 2 * padded
+    assert exp["grads"]["expected"] == 2 * phi + 4 * padded
+    assert exp["optimizer"]["expected"] == 12 * padded / n
+    plain = expected_bytes(cfg, numels, n, (), "FP16_UnfusedOptimizer",
+                           "bf16")
+    assert plain["optimizer"]["expected"] == 12 * phi

@@ -29,6 +29,11 @@ each named beside the HTA function it mirrors; the breakdown itself is in
   ranks of a folder together; we read one rank at a time.)
 * **what is split** (``get_temporal_breakdown``): the kept events on a
   stream (``stream != -1``).
+* **collective calls** (ours, not HTA's): the CPU's ``nccl:<op>``
+  annotations, one per collective the process group was asked for. With
+  one rank NCCL launches no kernel for an in-place all-reduce, so kernels
+  alone count 0 collectives there; :mod:`labkit.measure.step_facts`
+  counts the calls.
 * **a kernel's step** (``add_iteration``): the ``ProfilerStep#N`` window
   ``[ts, ts + dur)`` that holds the start of the CPU event that launched it
   (the last such event in the file when several share the correlation).
@@ -137,6 +142,7 @@ class Trace:
     # GPU: the kernels HTA splits, (start, end, HTA type, step N or None)
     kernels: list[tuple] = field(default_factory=list)
     empty_steps: list[int] = field(default_factory=list)  # no kernel kept
+    comm_calls: list[float] = field(default_factory=list)  # ts of nccl:<op>
 
 
 def _stream(v) -> int:
@@ -165,6 +171,7 @@ def _read(path, data: dict) -> Trace:
               if isinstance(e, dict))     # round_down_time_stamps' test
     ceil, floor = math.ceil, math.floor
     steps, phase_iv, data_iv, items, syncs = [], {}, [], [], []
+    comm_calls = []
     cpu_ops, gpu, launch, first_by_corr = [], [], {}, {}
     step_names: set[str] = set()
     last_start = -math.inf
@@ -216,6 +223,8 @@ def _read(path, data: dict) -> Trace:
                           else "single-process")
             elif name.startswith("gloo:"):    # gloo's own threads
                 cpu_ops.append((s, end, name, e.get("pid")))
+            elif name.startswith("nccl:"):    # the call, kernel or not
+                comm_calls.append(s)
         if "ProfilerStep" in name:
             last_start = max(last_start, s)
             m = STEP.match(name)
@@ -236,6 +245,7 @@ def _read(path, data: dict) -> Trace:
               loader=loader, cpu_steps={n: (s, e) for n, s, e, _ in steps})
     t.phases = {k: union(v) for k, v in phase_iv.items()}
     t.items, t.syncs = sorted(items), sorted(syncs)
+    t.comm_calls = sorted(comm_calls)
     t.busy = {"data": union(data_iv)}
     if t.device == "gpu":
         _read_gpu(t, gpu, launch, first_by_corr, step_names, last_start,

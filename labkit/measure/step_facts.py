@@ -75,11 +75,16 @@ def step_facts(t: Trace, n: int, lo: float, hi: float, busy,
                        union(clip(busy["compute"], lo, hi)
                              + clip(t.busy["data"], lo, hi)))
     c_lo, c_hi = t.cpu_steps.get(n, (lo, hi))
+    # GPU: count the calls (the CPU's nccl:<op> annotations in the step);
+    # one rank's in-place all-reduce launches no kernel to count
+    calls = (bisect.bisect_left(t.comm_calls, c_hi)
+             - bisect.bisect_left(t.comm_calls, c_lo))
     backward = clip(t.phases.get("backward", []), lo, hi)
     return {
         "phases_us": {k: total(clip(v, c_lo, c_hi))
                       for k, v in t.phases.items()},
-        "collectives": len(comm),
+        "collectives": calls if t.comm_calls else len(comm),
+        "collective_kernels": len(comm),
         "collective_median_us": statistics.median(comm) if comm else 0.0,
         "kernels": len(comp),
         "kernel_median_us": statistics.median(comp) if comp else 0.0,

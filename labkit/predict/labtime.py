@@ -15,7 +15,7 @@ formulas, each assumption named:
 * start-up: ``LAUNCH_S`` per torchrun launch (interpreters, torch import,
   process group and CUDA/NCCL initialisation), an assumption;
 * DeepSpeed ops: ``OP_COMPILE_S`` per op the profile compiles
-  (:func:`deepspeed_ops`), the slowest of the compiles
+  (:func:`deepspeed_ops`, the NVMe cell's included), the slowest of the compiles
   measured once on this course's CPU machine (38-55 s per op, README).
 
 After a run the runner writes the actual minutes beside the estimate in
@@ -101,17 +101,41 @@ def estimate(lab: str, section: dict, gpu: bool, compile_ops: int = 0
                     compile_ops * OP_COMPILE_S)
 
 
-def deepspeed_ops(profile: dict) -> list[str]:
-    """The DeepSpeed ops lab 4 compiles under this profile: NVMe offload
-    builds ``async_io`` (and ``cpu_adam`` for its optimizer)."""
+NVME_CELL = ("zero3_nvme",)   # lab 4's optional GPU cell (catches failure)
+
+
+def variant_ops(name: str) -> list[str]:
+    """The DeepSpeed ops one ``labkit.zero_config`` variant JIT-compiles:
+    ``async_io`` for NVMe offload, ``cpu_adam`` for DeepSpeed's optimizer
+    over offloaded states. A client ``torch.optim.Adam`` (every variant but
+    ``zero3_nvme``) compiles nothing, offload or not."""
+    from labkit.zero_config import VARIANTS
+    v = VARIANTS[name]
+    offloads = (v.get("offload_optimizer", "none"),
+                v.get("offload_param", "none"))
+    ops = ["async_io"] if "nvme" in offloads else []
+    if v.get("optimizer") == "deepspeed" and set(offloads) != {"none"}:
+        ops.append("cpu_adam")
+    return ops
+
+
+def deepspeed_ops(profile: dict, optional: bool = False) -> list[str]:
+    """The DeepSpeed ops lab 4 compiles under this profile: those of its
+    ``variants`` (the lab stops without them), or with ``optional`` those
+    of the NVMe cell, which runs only when ``nvme_path`` is set and reports
+    its own failure without stopping the lab."""
     zero = profile.get("zero") or {}
-    offload = any("offload" in v for v in zero.get("variants", []))
-    return ["async_io", "cpu_adam"] if offload and zero.get("nvme_path") else []
+    names = (NVME_CELL if zero.get("nvme_path") else ()) if optional else \
+        zero.get("variants", [])
+    out = []
+    for name in names:
+        out += [op for op in variant_ops(name) if op not in out]
+    return out
 
 
 def plan(profile: dict, gpu: bool, labs=None) -> dict[str, Estimate]:
     """The estimate of every lab (or of ``labs``) of a profile."""
-    ops = len(deepspeed_ops(profile))
+    ops = len(set(deepspeed_ops(profile) + deepspeed_ops(profile, True)))
     return {n: estimate(n, profile.get(n) or {}, gpu, ops if n == "zero" else 0)
             for n in (labs or profile)}
 

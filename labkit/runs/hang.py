@@ -11,6 +11,13 @@ in the all-reduce until the process-group timeout (``--timeout-s``, set
 through ``labkit.dist.init``; gloo enforces it on every collective, NCCL
 through its watchdog with ``TORCH_NCCL_ASYNC_ERROR_HANDLING``), record how
 long they waited and exit with the error; torchrun then stops the sleeper.
+
+NCCL's ``all_reduce`` returns to the host as soon as the kernel is queued,
+so a ``try`` around it never sees the timeout: the watchdog would abort the
+rank later, somewhere else, with no ``waited_s`` written. Each collective
+here is therefore issued with ``async_op=True`` and its work handle waited
+on; under NCCL with ``TORCH_NCCL_BLOCKING_WAIT=1`` (:func:`blocking_wait`)
+that ``wait()`` blocks the host and raises at the timeout, as gloo's does.
 """
 from __future__ import annotations
 
@@ -25,6 +32,26 @@ from labkit import dist
 from labkit.measure.hang import Heartbeat
 
 
+def blocking_wait(backend: str) -> dict:
+    """The environment that makes ``work.wait()`` raise at the timeout on
+    the host: NCCL's blocking wait (it also turns the watchdog's async
+    abort off, so the rank reaches its ``except``); gloo needs nothing."""
+    return {"TORCH_NCCL_BLOCKING_WAIT": "1"} if backend == "nccl" else {}
+
+
+def timed_all_reduce(t: torch.Tensor, beat, i: int) -> None:
+    """All-reduce ``t`` and wait for it on the host; on failure write a
+    ``timed_out`` heartbeat with the seconds waited, then re-raise."""
+    beat("enter", i, op="all_reduce")
+    t0 = time.time()
+    try:
+        tdist.all_reduce(t, async_op=True).wait()
+    except Exception:
+        beat("timed_out", i, op="all_reduce", waited_s=time.time() - t0)
+        raise
+    beat("leave", i, op="all_reduce")
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--stall-rank", type=int, default=1)
@@ -35,6 +62,8 @@ def main(argv=None) -> None:
     a = p.parse_args(argv)
     if not 0 <= a.at < a.collectives or a.timeout_s <= 0:
         p.error("--at must be a collective of the run; --timeout-s > 0")
+    # read when the process group starts
+    os.environ.update(blocking_wait(dist.pick_backend()))
     ctx = dist.init(timeout_s=a.timeout_s)
     beat = Heartbeat(os.environ.get("LABKIT_RUN_DIR", "."), ctx.rank)
     t = torch.ones(1024, device=ctx.device)
@@ -42,14 +71,7 @@ def main(argv=None) -> None:
         if i == a.at and ctx.rank == a.stall_rank:
             beat("before", i, op="sleep")
             time.sleep(a.sleep_s)
-        beat("enter", i, op="all_reduce")
-        t0 = time.time()
-        try:
-            tdist.all_reduce(t)
-        except Exception:
-            beat("timed_out", i, op="all_reduce", waited_s=time.time() - t0)
-            raise
-        beat("leave", i, op="all_reduce")
+        timed_all_reduce(t, beat, i)
     dist.save(ctx, {"collectives": a.collectives})
     dist.close()
 

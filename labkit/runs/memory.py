@@ -21,7 +21,14 @@ records:
   events on a GPU), for tokens/s and MFU;
 - ``peak``: :func:`labkit.device.peak_bytes` over the run: the CUDA
   allocator's ``max_memory_allocated`` on a GPU; on CPU its twin, the byte
-  ledger measured here (model states + gathered weights), labelled so.
+  ledger measured here (model states + gathered weights), labelled so;
+- ``peak_states``: that ledger on every device (model states after the
+  step + the gathered weights between forward and backward, tensors
+  counted): the quantity the model-state ledger predicts. On a GPU the
+  allocator's ``peak`` also holds activations, logits, DDP's bucket copy of
+  the gradients and autocast's weight copies, so lab 1 compares the ledger
+  with ``peak_states`` and shows ``peak`` beside a floor that adds the
+  activations (issue 17, defect 7).
 """
 from __future__ import annotations
 
@@ -65,6 +72,9 @@ def run_strategy(strategy: str, config: GPTConfig, ctx, steps: int,
     out = {"strategy": strategy, "losses": losses,
            "after_forward_unsharded": unsharded, "states": states,
            "peak": D.peak_bytes(ctx.device, states["total"] + unsharded),
+           "peak_states": {"bytes": states["total"] + unsharded,
+                           "source": "model states + gathered weights "
+                                     "(tensors counted)"},
            "seconds": seconds, "step_s": step_s,
            # the first step builds buckets and caches: not a steady step
            "step_s_median": statistics.median(step_s[1:] or step_s)}

@@ -27,12 +27,19 @@ Two measurements per schedule:
    measured bubble ``(p T - sum busy) / sum busy``, the quantity
    Narayanan et al. 2021 (Sec. 2.2) write as ``(p - 1)/m``. The events of
    the last timed step are kept for the timeline picture.
+
+Ranks outside a depth wait for it in a barrier of their own: a gloo group
+with ``--wait-timeout-s`` (default an hour), not the process group's
+``--timeout-s`` (120 s), which a depth's model build and runs at the gpu8
+sizes outlast (issue 17, defect 6). The launch's own timeout still bounds
+the whole run.
 """
 from __future__ import annotations
 
 import argparse
 import statistics
 import time
+from datetime import timedelta
 
 import torch
 import torch.distributed as tdist
@@ -233,12 +240,18 @@ def main():
     ap.add_argument("--lr", type=float, default=0.2)
     ap.add_argument("--dtype", choices=sorted(DTYPES), default="fp32")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--timeout-s", type=float, default=120.0,
+                    help="the process group's timeout (every collective)")
+    ap.add_argument("--wait-timeout-s", type=float, default=3600.0,
+                    help="how long ranks outside a depth wait for it")
     a = ap.parse_args()
     schedules = [s for s in a.schedules.split(",") if s]
     a.microbatches = [int(m) for m in a.microbatches.split(",") if m]
     if set(schedules) - set(SCHEDULES):
         raise SystemExit(f"unknown schedule in {schedules}: {SCHEDULES}")
-    ctx = dist.init()
+    ctx = dist.init(timeout_s=a.timeout_s)
+    waiting = tdist.new_group(backend="gloo", timeout=timedelta(
+        seconds=a.wait_timeout_s))     # the barrier of the ranks left out
     depths = ([int(p) for p in a.stages.split(",") if p] if a.stages
               else [ctx.world_size])
     sweep_depths = (depths if a.sweep_stages is None else
@@ -271,9 +284,10 @@ def main():
             opt.zero_grad(set_to_none=True)
         record["reference_losses"] = ref_losses
         del ref, opt
-    record["seconds"] = {}
+    record["seconds"], record["waited_s"] = {}, {}
     for p in depths:
-        # every rank joins new_group; ranks >= p wait in the barrier below
+        # every rank joins new_group; ranks >= p wait in the barrier below,
+        # on the gloo group with the long timeout
         group = (None if p == ctx.world_size
                  else tdist.new_group(list(range(p))))
         t0 = time.perf_counter()
@@ -281,7 +295,9 @@ def main():
             record["depths"][str(p)] = run_depth(p, schedules, a, ctx, cfg,
                                                  dtype, group,
                                                  p in sweep_depths)
-        tdist.barrier()
+        t1 = time.perf_counter()
+        tdist.barrier(group=waiting)
+        record["waited_s"][str(p)] = time.perf_counter() - t1
         record["seconds"][str(p)] = time.perf_counter() - t0
     dist.save(ctx, record)
     dist.close()

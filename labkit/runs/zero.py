@@ -86,10 +86,14 @@ def zero_config(name: str, a, ctx) -> ZeroConfig:
 
 def run_deepspeed(name: str, config: GPTConfig, ctx, a) -> dict:
     import deepspeed
-    from labkit.measure.zero import at_end_of_backward, flat, state_bytes
+    from labkit.measure.zero_state import (at_end_of_backward, flat,
+                                           state_bytes)
 
     cfg = zero_config(name, a, ctx)
     ds_json = cfg.to_json()
+    if a.grad_accum_dtype and cfg.stage:   # bf16 + fp32 at ZeRO-1:
+        # BF16_Optimizer. DeepSpeed 0.19.8 refuses it at ZeRO-0.
+        ds_json["data_types"] = {"grad_accum_dtype": a.grad_accum_dtype}
     model = build(config, a.seed)
     optimizer = None if cfg.optimizer == "deepspeed" else make_optimizer(model)
     D.reset_peak(ctx.device)
@@ -119,6 +123,10 @@ def run_deepspeed(name: str, config: GPTConfig, ctx, a) -> dict:
     out = {"name": name, "engine": "deepspeed", "config": cfg.asdict(),
            "ds_config": ds_json, "losses": losses, "init_s": init_s,
            "optimizer_class": type(engine.optimizer).__name__,
+           # the dtype DeepSpeed accumulates gradients in (get_data_types)
+           "grad_accum_dtype": str(engine.get_data_types()[1]).replace(
+               "torch.", "").replace("float32", "fp32").replace(
+               "bfloat16", "bf16").replace("float16", "fp16"),
            "gradient_clipping": engine.gradient_clipping(),
            "comm": counter.summary(), "comm_records": counter.records}
     for k, snap in snapshots.items():
@@ -220,6 +228,10 @@ def parse_args(argv=None):
     p.add_argument("--reduce-bucket-size", type=int, default=0,
                    help="elements; 0 keeps each variant's value")
     p.add_argument("--nvme-path", default="")
+    p.add_argument("--grad-accum-dtype", default="",
+                   choices=("", "fp32", "bf16", "fp16"),
+                   help="DeepSpeed's data_types.grad_accum_dtype for "
+                        "ZeRO-1..3 (empty: its default)")
     p.add_argument("--pin-memory", action="store_true")
     # DeepSpeed's launcher appends --local_rank=N (LOCAL_RANK is set too)
     p.add_argument("--local_rank", "--local-rank", type=int, default=None,
@@ -248,7 +260,7 @@ def main(argv=None) -> None:
         for s in a.fsdp:
             check_strategy(s, ctx.world_size)
     probe = build(config, a.seed)
-    from labkit.measure.zero import largest_layer_params
+    from labkit.measure.zero_estimators import largest_layer_params
     record = {"params": count_params(probe),
               "param_numels": [p.numel() for p in probe.parameters()],
               # the token embeddings' input (token ids) needs no gradient
