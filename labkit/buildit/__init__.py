@@ -3,6 +3,7 @@
     from labkit import buildit
     result = buildit.run("sharding", BucketedDDP)  # plain JSON-able dict
     buildit.show(result)                           # one row per check
+    buildit.problem("sharding")                    # what is checked
     buildit.expect(result, "grads")                # AssertionError(reason)
 
 How a student's code reaches the ranks
@@ -22,10 +23,14 @@ cell must therefore be self-contained (its own imports).
 Grading reads only that dict: ``grade(result)`` gives one row per check
 (points, passed, measured, expected and, when it fails, a reason written
 for the student). No live object of the student's kernel is consulted, so
-hidden tests can run outside the kernel on the exported dict.
+hidden tests can run outside the kernel on the exported dict. The dict
+carries the source it ran, and the hidden tests (``expect``) grade a fresh
+run of that source in their own process, never the numbers a kernel hands
+over (``verified``).
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import linecache
@@ -114,10 +119,31 @@ def run(lab: str, *objs, sources: dict | None = None, config: dict | None
     for name in sources:
         per_rank = [r["results"][name] for r in ranks]
         errors = [r["error"] for r in per_rank if r.get("error")]
-        out[name] = {"lab": lab, "config": cfg,
+        out[name] = {"lab": lab, "config": cfg, "source": sources[name],
                      "error": errors[0] if errors else None,
                      "ranks": per_rank}
     return out if many else out["student"]
+
+
+@functools.lru_cache(maxsize=8)
+def _rerun(lab: str, source: str) -> str:
+    return json.dumps(run(lab, sources={"student": source})["student"])
+
+
+def verified(result: dict, lab: str) -> dict:
+    """Run ``result["source"]`` again, here, as part ``lab`` with the
+    harness's own configuration, and return that result.
+
+    What a student's kernel hands over (numbers, configuration) can be
+    forged; its source cannot pretend to be other code. The hidden tests
+    grade this second run (once per source and process: cached)."""
+    harness(lab)
+    source = result.get("source") if isinstance(result, dict) else None
+    if not isinstance(source, str):
+        return {"lab": lab, "config": {}, "source": None, "ranks": [],
+                "error": "no code to run: call buildit.run(...) with the "
+                "class or function you wrote"}
+    return json.loads(_rerun(lab, source))
 
 
 def grade(result: dict) -> list[dict]:
@@ -146,9 +172,12 @@ def score(result: dict) -> tuple[float, float]:
     return sum(r["points"] for r in rows), sum(r["max"] for r in rows)
 
 
-def expect(result: dict, check: str) -> None:
-    """Raise ``AssertionError(reason)`` if ``check`` failed (hidden tests)."""
-    row = next((r for r in grade(result) if r["check"] == check), None)
+def expect(result: dict, lab: str, check: str) -> None:
+    """Raise ``AssertionError(reason)`` if ``check`` of part ``lab`` fails
+    on a fresh run of the result's source (:func:`verified`): the hidden
+    tests."""
+    row = next((r for r in grade(verified(result, lab))
+                if r["check"] == check), None)
     if row is None:
         raise KeyError(f"no check {check!r}")
     if not row["passed"]:
@@ -162,6 +191,15 @@ def expect_ran(result: dict) -> None:
         raise AssertionError(result["error"])
     print(f"your code ran on {len(result['ranks'])} ranks; the hidden "
           "tests grade its numbers")
+
+
+def problem(lab: str) -> list[dict]:
+    """What part ``lab`` checks and what the reference gives, per check
+    (from the harness's configuration; nothing is launched)."""
+    h = harness(lab)
+    want = h.expected(h.CONFIG, LABS[lab])
+    return [{"check": name, "points": most, "expected": want[name]}
+            for name, most, _ in h.CHECKS]
 
 
 def show(result: dict):

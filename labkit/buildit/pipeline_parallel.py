@@ -171,5 +171,16 @@ def check_bubble(result):
         "last one comes back, so that the stages work at the same time")
 
 
+def expected(cfg, world_size: int) -> dict:
+    from labkit.predict.pipeline_parallel import idle_fraction, rank_order
+    p, m = world_size, cfg["micro_batches"]
+    table = rank_order("1f1b", p, m)
+    return {"grads": f"max |grad - unsplit grad| < {TOL:g}",
+            "order": "; ".join(f"stage {r}: " + " ".join(
+                f"{k}{i}" for k, i, _ in ops) for r, ops in table.items()),
+            "bubble": f"(p-1)/(m+p-1) = {idle_fraction('1f1b', p, m):.3f} "
+                      f"of {2 * (m + p - 1)} slots"}
+
+
 CHECKS = [("grads", 2, check_grads), ("order", 1, check_order),
           ("bubble", 1, check_bubble)]

@@ -158,5 +158,21 @@ def check_overlap(result):
         "the first bucket's, at least", ""
 
 
+def numels(sizes: list[int]) -> list[int]:
+    """Parameter sizes of ``mlp`` in ``model.parameters()`` order."""
+    return [n for a, b in zip(sizes[:-1], sizes[1:]) for n in (a * b, b)]
+
+
+def expected(cfg, world_size: int) -> dict:
+    n = numels(cfg["sizes"])
+    caps = ", ".join(f"{len(buckets(n, c))} at a cap of {c} B"
+                     for c in cfg["caps_bytes"])
+    return {"grads": f"max |grad - single-process grad| < {TOL:g}",
+            "buckets": f"all-reduces per step: {caps}; "
+                       f"Phi = {4 * sum(n)} B in all",
+            "overlap": "the first bucket's all-reduce starts before "
+                       "backward's last matmul"}
+
+
 CHECKS = [("grads", 2, check_grads), ("buckets", 1, check_buckets),
           ("overlap", 1, check_overlap)]

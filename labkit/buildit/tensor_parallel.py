@@ -107,5 +107,13 @@ def check_comm(result):
     return True, "1 forward, 1 backward", "1 forward, 1 backward", ""
 
 
+def expected(cfg, world_size: int) -> dict:
+    b = 4 * cfg["tokens"] * cfg["hidden"]
+    return {"output": f"max |y - unsplit y| < {TOL:g}",
+            "grads": f"every gradient within {TOL:g} of its unsplit block",
+            "comm": f"forward: 1 all-reduce of {b} B (g); backward: 1 "
+                    f"all-reduce of {b} B (f)"}
+
+
 CHECKS = [("output", 1, check_output), ("grads", 2, check_grads),
           ("comm", 1, check_comm)]

@@ -88,4 +88,13 @@ def check_bytes(result):
         f"reduce_scatter {phi} B, all_gather {phi} B", ""
 
 
+def expected(cfg, world_size: int) -> dict:
+    from labkit.buildit.sharding import numels
+    phi = 4 * sum(numels(cfg["sizes"]))
+    return {"params": f"max |param - plain Adam's| < {TOL:g} after "
+                      f"{cfg['steps']} steps",
+            "bytes": f"per step: reduce-scatter Phi = {phi} B, all-gather "
+                     f"Phi = {phi} B, no all-reduce"}
+
+
 CHECKS = [("params", 2, check_params), ("bytes", 2, check_bytes)]
