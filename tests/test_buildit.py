@@ -62,6 +62,7 @@ def blank_of(source):
     return "\n".join(replace_solutions(source.splitlines(), "python")) + "\n"
 
 
+@pytest.mark.distributed
 @pytest.mark.parametrize("lab", sorted(MASTERS))
 def test_key_full_blank_zero_wrong_partial(lab):
     cell = solution_cell(lab)
