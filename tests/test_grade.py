@@ -1,5 +1,5 @@
 """scripts/grade.py as an instructor uses it: one `grade` run over a folder
-of submissions of one cheap assignment (lab 6: the simulator, no torchrun),
+of submissions of one cheap assignment (lab 2: formulas, no torchrun),
 with a short hang limit; then the bad inputs, which stop before grading.
 
 nbval is not a grading check (it passes a blank student notebook): here
@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import assignments  # noqa: E402
 import grade  # noqa: E402
 
-LAB = "06_pipeline_parallel"
+LAB = "02_collectives"  # no launch: 3-6 have build-it runs
 HANG_S = 90  # above one honest submission (~10 s idle, ~55 s on a loaded
 #             2-core machine), short enough for make test
 
@@ -32,7 +32,7 @@ def built():
     paths = (a / "student" / f"{LAB}.ipynb", a / "solution" / f"{LAB}.ipynb",
              a / "autograder" / f"{LAB}.zip")
     if not all(p.exists() for p in paths):
-        assert assignments.main(["--only", "pipeline_parallel"]) == 0
+        assert assignments.main(["--only", "collectives"]) == 0
     return [json.loads(p.read_text()) for p in paths[:2]]
 
 
@@ -71,10 +71,10 @@ def graded(built, tmp_path_factory):
     put(f"{LAB}_solution.ipynb", solution)
     put(f"{LAB}_blank.ipynb", student)
     put(f"{LAB}_one_wrong.ipynb",
-        edit(solution, "peak_1f1b =", "peak_gpipe = 4.0\npeak_1f1b = 4.0\n"))
+        edit(solution, "t_2 =", "t_2 = 1.0\nt_8 = 2.0\n"))
     put(f"{LAB}_syntax.ipynb",
-        edit(solution, "m_interleaved =", "m_interleaved = (4 *\n"))
-    put(f"{LAB}_a_hang.ipynb", edit(solution, "peak_1f1b =",
+        edit(solution, "t_2 =", "t_2 = (4 *\n"))
+    put(f"{LAB}_a_hang.ipynb", edit(solution, "t_2 =",
                                   "import time\ntime.sleep(100_000)\n"))
     put("alice.ipynb", solution)  # renamed: the lab comes from its metadata
     (subs / f"{LAB}_bob.ipynb").write_text("my answers: 41, 20\n")
@@ -90,7 +90,7 @@ def test_grade_run_goes_on(graded):
 
 def test_solution_full_marks(graded):
     rows = read(graded[1])
-    for q in ("q1_smallest_m", "q2_activations", "q3_interleaved"):
+    for q in ("q1_ring_bytes", "q2_crossover", "q3_busbw"):
         row = rows[f"{LAB}_solution.ipynb", q]
         assert float(row["points"]) == float(row["max"]) > 0, row
         assert row["lab"] == LAB and row["reason"] == ""
@@ -106,17 +106,17 @@ def test_blank_student_notebook_scores_zero(graded):
 def test_one_wrong_answer_loses_that_question_only(graded):
     rows = read(graded[1])
     got = {q: float(rows[f"{LAB}_one_wrong.ipynb", q]["points"])
-           for q in ("q1_smallest_m", "q2_activations", "q3_interleaved")}
-    assert got["q2_activations"] == 0
-    assert got["q1_smallest_m"] == got["q3_interleaved"] == 2
-    assert rows[f"{LAB}_one_wrong.ipynb", "q2_activations"]["reason"]
+           for q in ("q1_ring_bytes", "q2_crossover", "q3_busbw")}
+    assert got["q3_busbw"] == 0
+    assert got["q1_ring_bytes"] == 2 and got["q2_crossover"] == 3
+    assert rows[f"{LAB}_one_wrong.ipynb", "q3_busbw"]["reason"]
 
 
 def test_broken_notebooks_have_a_reason(graded):
     rows = read(graded[1])
-    syntax = rows[f"{LAB}_syntax.ipynb", "q3_interleaved"]
+    syntax = rows[f"{LAB}_syntax.ipynb", "q3_busbw"]
     assert float(syntax["points"]) == 0 and syntax["reason"]
-    assert float(rows[f"{LAB}_syntax.ipynb", "q1_smallest_m"]["points"]) == 2
+    assert float(rows[f"{LAB}_syntax.ipynb", "q1_ring_bytes"]["points"]) == 2
     hang = [r for (f, _), r in rows.items() if f == f"{LAB}_a_hang.ipynb"]
     assert hang and all(float(r["points"]) == 0 and "hang" in r["reason"]
                         for r in hang)
