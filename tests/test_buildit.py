@@ -138,3 +138,9 @@ def test_hidden_tests_grade_a_fresh_run_not_the_kernels_numbers(
         buildit.expect(forged, "sharding", "grads")
     assert calls == [("sharding", {"student": forged["source"]}, None)]
     buildit._rerun.cache_clear()
+
+
+def test_run_in_the_students_cell_is_refused_on_the_ranks(monkeypatch):
+    monkeypatch.setenv("LABKIT_BUILDIT_RANK", "1")
+    with pytest.raises(RuntimeError, match="cell of its own"):
+        buildit.run("zero", sources={"x": "pass\n"})

@@ -4,7 +4,8 @@
     result = buildit.run("sharding", BucketedDDP)  # plain JSON-able dict
     buildit.show(result)                           # one row per check
     buildit.problem("sharding")                    # what is checked
-    buildit.expect(result, "grads")                # AssertionError(reason)
+    buildit.expect(result, "sharding", "grads")    # hidden tests: a fresh
+                                                   # run, AssertionError(reason)
 
 How a student's code reaches the ranks
 --------------------------------------
@@ -34,6 +35,7 @@ import functools
 import importlib
 import json
 import linecache
+import os
 import tempfile
 from pathlib import Path
 
@@ -96,6 +98,10 @@ def run(lab: str, *objs, sources: dict | None = None, config: dict | None
     grading gives it 0 with the reason instead of stopping.
     """
     from labkit.launch import LaunchError, launch
+    if os.environ.get("LABKIT_BUILDIT_RANK"):
+        raise RuntimeError("buildit.run(...) is in the cell of your code, "
+                           "which every rank imports: move it to a cell of "
+                           "its own")
     h = harness(lab)
     cfg = {**h.CONFIG, **(config or {})}
     many = sources is not None
