@@ -144,3 +144,12 @@ def test_run_in_the_students_cell_is_refused_on_the_ranks(monkeypatch):
     monkeypatch.setenv("LABKIT_BUILDIT_RANK", "1")
     with pytest.raises(RuntimeError, match="cell of its own"):
         buildit.run("zero", sources={"x": "pass\n"})
+
+
+@pytest.mark.parametrize("lab", sorted(MASTERS))
+def test_every_handed_out_cell_compiles(lab):
+    nb = nbformat.read(ROOT / "labs" / "assignments" /
+                       f"{MASTERS[lab]}.ipynb", as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            compile(blank_of(cell.source), f"{lab} cell", "exec")

@@ -42,8 +42,10 @@ class ColumnParallelLinear(nn.Module):
 
     def __init__(self, full, rank, world_size):
         super().__init__()
-        self.weight = nn.Parameter(full.weight.detach().chunk(world_size, 0)[rank].clone())
-        self.bias = nn.Parameter(full.bias.detach().chunk(world_size, 0)[rank].clone())
+        w = full.weight.detach().chunk(world_size, 0)[rank]
+        b = full.bias.detach().chunk(world_size, 0)[rank]
+        self.weight = nn.Parameter(w.clone())
+        self.bias = nn.Parameter(b.clone())
 
     def forward(self, x):
         return nn.functional.linear(F.apply(x), self.weight, self.bias)
@@ -54,8 +56,10 @@ class RowParallelLinear(nn.Module):
 
     def __init__(self, full, rank, world_size):
         super().__init__()
-        self.weight = nn.Parameter(full.weight.detach().chunk(world_size, 1)[rank].clone())
+        w = full.weight.detach().chunk(world_size, 1)[rank]
+        self.weight = nn.Parameter(w.clone())
         self.bias = nn.Parameter(full.bias.detach().clone())
 
     def forward(self, x):
-        return G.apply(nn.functional.linear(x, self.weight)) + self.bias
+        partial = nn.functional.linear(x, self.weight)
+        return G.apply(partial) + self.bias
