@@ -153,3 +153,11 @@ def test_every_handed_out_cell_compiles(lab):
     for cell in nb.cells:
         if cell.cell_type == "code":
             compile(blank_of(cell.source), f"{lab} cell", "exec")
+
+
+def test_the_courses_own_implementation_is_not_an_answer():
+    r = {"lab": "pipeline_parallel", "config": {}, "error": None,
+         "source": "from labkit.predict.pipeline_parallel import "
+                   "rank_order\n", "ranks": []}
+    assert buildit.score(r)[0] == 0
+    assert all("course's own" in x["reason"] for x in buildit.grade(r))
