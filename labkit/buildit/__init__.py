@@ -44,6 +44,9 @@ from pathlib import Path
 LABS = {"sharding": 2, "zero": 2, "tensor_parallel": 2,
         "pipeline_parallel": 4}
 TIMEOUT_S = 90.0
+# errors a rank gets because ANOTHER rank failed
+_KNOCK_ON = ("Connection closed", "Connection reset", "never came",
+             "crashed or hung")
 
 
 def harness(lab: str):
@@ -114,18 +117,23 @@ def run(lab: str, *objs, sources: dict | None = None, config: dict | None
             f.write_text(text)
             files.append(str(f))
         args = ["--lab", lab, "--config", json.dumps(cfg), "--code", *files]
+        run_dir = Path(run_dir or Path(tmp) / "run")
         try:
             ranks = launch("labkit.runs.buildit", LABS[lab], args,
-                           timeout=timeout * len(files),
-                           run_dir=run_dir or Path(tmp) / "run")
+                           timeout=timeout * len(files), run_dir=run_dir)
         except LaunchError as e:
             err = "your code crashed or hung a rank: " + \
                 str(e).splitlines()[0][:300]
-            ranks = [{"results": {n: {"error": err} for n in sources}}]
+            saved = [json.loads(f.read_text())
+                     for f in sorted(run_dir.glob("rank-*.json"))]
+            ranks = saved + [{"results": {n: {"error": err}
+                                          for n in sources}}]
     out = {}
     for name in sources:
         per_rank = [r["results"][name] for r in ranks]
-        errors = [r["error"] for r in per_rank if r.get("error")]
+        # the student's own error first, then what it did to the others
+        errors = sorted((r["error"] for r in per_rank if r.get("error")),
+                        key=lambda x: any(w in x for w in _KNOCK_ON))
         out[name] = {"lab": lab, "config": cfg, "source": sources[name],
                      "error": errors[0] if errors else None,
                      "ranks": per_rank}
