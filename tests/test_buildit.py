@@ -164,3 +164,9 @@ def test_the_courses_own_implementation_is_not_an_answer():
                    "rank_order\n", "ranks": []}
     assert buildit.score(r)[0] == 0
     assert all("course's own" in x["reason"] for x in buildit.grade(r))
+
+
+def test_the_public_test_prints_nothing(capsys):
+    # otter's tests are doctests: any output would fail a passing test
+    buildit.expect_ran({"lab": "zero", "error": None, "ranks": [{}, {}]})
+    assert capsys.readouterr().out == ""
