@@ -1,0 +1,235 @@
+"""Build-it parts: the student writes the distributed code, real ranks run it.
+
+    from labkit import buildit
+    result = buildit.run("sharding", BucketedDDP)  # plain JSON-able dict
+    buildit.show(result)                           # one row per check
+    buildit.problem("sharding")                    # what is checked
+    buildit.expect(result, "sharding", "grads")    # hidden tests: a fresh
+                                                   # run, AssertionError(reason)
+
+How a student's code reaches the ranks
+--------------------------------------
+A student writes a class or function in one notebook cell. ``run`` finds
+the text of that cell (IPython keeps every executed cell in ``linecache``
+under the file name its code objects carry), writes it to
+``<temp>/student.py`` and launches :mod:`labkit.runs.buildit` with
+:func:`labkit.launch.launch` on real gloo ranks. Every rank imports the file
+by path and runs the lab's *harness* (``labkit.buildit.<lab>``): the
+harness drives the student's code, computes a single-process reference on
+the same data, and counts every collective with
+:class:`labkit.measure.collectives.CollectiveCounter`. Each rank writes
+plain numbers, lists and strings; ``run`` returns them as one dict. The
+cell must therefore be self-contained (its own imports).
+
+Grading reads only that dict: ``grade(result)`` gives one row per check
+(points, passed, measured, expected and, when it fails, a reason written
+for the student). No live object of the student's kernel is consulted, so
+hidden tests can run outside the kernel on the exported dict. The dict
+carries the source it ran, and the hidden tests (``expect``) grade a fresh
+run of that source in their own process, never the numbers a kernel hands
+over (``verified``).
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+import json
+import linecache
+import os
+import re
+import tempfile
+from pathlib import Path
+
+# lab name (the lab's module name) -> ranks it runs on
+LABS = {"sharding": 2, "zero": 2, "tensor_parallel": 2,
+        "pipeline_parallel": 4}
+TIMEOUT_S = 90.0
+# errors a rank gets because ANOTHER rank failed
+_KNOCK_ON = ("Connection closed", "Connection reset", "never came",
+             "crashed or hung")
+
+
+def harness(lab: str):
+    if lab not in LABS:
+        raise ValueError(f"unknown build-it lab {lab!r}: choose from "
+                         f"{', '.join(LABS)}")
+    return importlib.import_module(f"labkit.buildit.{lab}")
+
+
+def _code_objects(obj):
+    code = getattr(obj, "__code__", None)
+    if code is not None:
+        return [code]
+    out = []
+    for v in vars(obj).values() if isinstance(obj, type) else ():
+        v = getattr(v, "__func__", v)
+        if isinstance(v, type):
+            out += _code_objects(v)
+        elif getattr(v, "__code__", None) is not None:
+            out.append(v.__code__)
+    return out
+
+
+def source_of(*objs) -> str:
+    """The text of the cell(s) that defined ``objs`` (functions or classes)."""
+    files: list[str] = []
+    for obj in objs:
+        for code in _code_objects(obj):
+            if code.co_filename not in files:
+                files.append(code.co_filename)
+    if not files:
+        raise ValueError("give the class or function you wrote (defined in "
+                         "a cell), e.g. buildit.run('sharding', BucketedDDP)")
+    texts = []
+    for f in files:
+        lines = linecache.getlines(f)
+        if not lines and Path(f).is_file():
+            lines = Path(f).read_text().splitlines(keepends=True)
+        if not lines:
+            raise ValueError(f"cannot find the source of {f}: define your "
+                             "code in a notebook cell or a .py file")
+        texts.append("".join(lines))
+    return "\n\n".join(texts)
+
+
+def run(lab: str, *objs, sources: dict | None = None, config: dict | None
+        = None, timeout: float = TIMEOUT_S, run_dir=None) -> dict:
+    """Run the student's ``objs`` on real ranks; a plain dict of results.
+
+    ``sources``: ``{name: source text}`` to run several implementations in
+    one launch instead (tests); then the dict maps each name to its result.
+    A crash, a deadlock or a timeout is a result too (``error``), so that
+    grading gives it 0 with the reason instead of stopping.
+    """
+    from labkit.launch import LaunchError, launch
+    if os.environ.get("LABKIT_BUILDIT_RANK"):
+        raise RuntimeError("buildit.run(...) is in the cell of your code, "
+                           "which every rank imports: move it to a cell of "
+                           "its own")
+    h = harness(lab)
+    cfg = {**h.CONFIG, **(config or {})}
+    many = sources is not None
+    sources = sources if many else {"student": source_of(*objs)}
+    with tempfile.TemporaryDirectory(prefix=f"buildit-{lab}-") as tmp:
+        files = []
+        for name, text in sources.items():
+            f = Path(tmp) / f"{name}.py"
+            f.write_text(text)
+            files.append(str(f))
+        args = ["--lab", lab, "--config", json.dumps(cfg), "--code", *files]
+        run_dir = Path(run_dir or Path(tmp) / "run")
+        try:
+            ranks = launch("labkit.runs.buildit", LABS[lab], args,
+                           timeout=timeout * len(files), run_dir=run_dir)
+        except LaunchError as e:
+            err = "your code crashed or hung a rank: " + \
+                str(e).splitlines()[0][:300]
+            saved = [json.loads(f.read_text())
+                     for f in sorted(run_dir.glob("rank-*.json"))]
+            ranks = saved + [{"results": {n: {"error": err}
+                                          for n in sources}}]
+    out = {}
+    for name in sources:
+        per_rank = [r["results"][name] for r in ranks]
+        # the student's own error first, then what it did to the others
+        errors = sorted((r["error"] for r in per_rank if r.get("error")),
+                        key=lambda x: any(w in x for w in _KNOCK_ON))
+        out[name] = {"lab": lab, "config": cfg, "source": sources[name],
+                     "error": errors[0] if errors else None,
+                     "ranks": per_rank}
+    return out if many else out["student"]
+
+
+@functools.lru_cache(maxsize=8)
+def _rerun(lab: str, source: str) -> str:
+    return json.dumps(run(lab, sources={"student": source},
+                          config=harness(lab).HIDDEN)["student"])
+
+
+def verified(result: dict, lab: str) -> dict:
+    """Run ``result["source"]`` again, here, as part ``lab`` on the
+    harness's ``HIDDEN`` configuration (other sizes, caps, micro-batches
+    than the student ran), and return that result.
+
+    What a student's kernel hands over (numbers, configuration) can be
+    forged; its source cannot pretend to be other code. The hidden tests
+    grade this second run (once per source and process: cached)."""
+    harness(lab)
+    source = result.get("source") if isinstance(result, dict) else None
+    if not isinstance(source, str):
+        return {"lab": lab, "config": {}, "source": None, "ranks": [],
+                "error": "no code to run: call buildit.run(...) with the "
+                "class or function you wrote"}
+    return json.loads(_rerun(lab, source))
+
+
+def grade(result: dict) -> list[dict]:
+    """One row per check: name, points, max, passed, measured, expected,
+    reason (empty when passed). Reads only the plain ``result``."""
+    h = harness(result["lab"])
+    error = result.get("error")
+    if not error and re.search(r"\blabkit\b", result.get("source") or ""):
+        error = ("your code uses labkit, the course's own implementation: "
+                 "the part asks for yours (torch and torch.distributed only)")
+    rows = []
+    for name, most, fn in h.CHECKS:
+        if error:
+            ok, measured, expected, reason = False, None, None, error
+        else:
+            try:
+                ok, measured, expected, reason = fn(result)
+            except (LookupError, TypeError, ValueError, ArithmeticError) as e:
+                ok, measured, expected, reason = False, None, None, (
+                    f"the run did not produce what {name} needs ({e!r})")
+        rows.append({"check": name, "points": most if ok else 0,
+                     "max": most, "passed": bool(ok), "measured": measured,
+                     "expected": expected, "reason": "" if ok else reason})
+    return rows
+
+
+def score(result: dict) -> tuple[float, float]:
+    rows = grade(result)
+    return sum(r["points"] for r in rows), sum(r["max"] for r in rows)
+
+
+def expect(result: dict, lab: str, check: str) -> None:
+    """Raise ``AssertionError(reason)`` if ``check`` of part ``lab`` fails
+    on a fresh run of the result's source (:func:`verified`): the hidden
+    tests."""
+    row = next((r for r in grade(verified(result, lab))
+                if r["check"] == check), None)
+    if row is None:
+        raise KeyError(f"no check {check!r}")
+    if not row["passed"]:
+        raise AssertionError(row["reason"])
+
+
+def expect_ran(result: dict) -> None:
+    """Raise ``AssertionError`` if the run itself failed (public test: the
+    checks are the hidden tests'). Prints nothing: otter's tests are
+    doctests, and any output would fail them."""
+    if not isinstance(result, dict) or result.get("error") or \
+            not result.get("ranks"):
+        raise AssertionError((result or {}).get("error") or
+                             "no run: call buildit.run(...) first")
+
+
+def problem(lab: str) -> list[dict]:
+    """What part ``lab`` checks and what the reference gives, per check
+    (from the harness's configuration; nothing is launched)."""
+    h = harness(lab)
+    want = h.expected(h.CONFIG, LABS[lab])
+    return [{"check": name, "points": most, "expected": want[name]}
+            for name, most, _ in h.CHECKS]
+
+
+def show(result: dict):
+    """The checks as a table (a DataFrame in a notebook)."""
+    import pandas as pd
+    df = pd.DataFrame(grade(result))
+    try:
+        from IPython.display import display
+        display(df)
+    except ImportError:  # plain Python
+        print(df.to_string(index=False))
+    return df

@@ -1,0 +1,187 @@
+"""Build it, lab 6: the 1F1B schedule on p real stages.
+
+The student writes ``one_f_one_b(stage)``, run on every rank: it calls
+``stage.forward(i)`` and ``stage.backward(i)`` for the micro-batches
+``i = 0 .. stage.micro_batches - 1`` in the order 1F1B runs them on stage
+``stage.rank`` of ``stage.stages`` (PipeDream-Flush, Narayanan et al.,
+SC 2021, Fig. 4 top). The harness's :class:`Stage` does the work: it
+receives the activation from the stage before (or takes the micro-batch),
+runs its layer, sends the output on (point-to-point, ``isend``), and in
+backward receives the gradient from the stage after (or starts from the
+loss) and sends the input gradient back. Each message carries its sender's
+*slot clock*: a forward or a backward takes one slot and starts when both
+the stage and its input are ready, so the slots a stage waits are its
+bubble, measured, not assumed.
+
+Checks (plain data from every rank): ``grads`` equal the unsplit model's
+on the whole batch; ``order``: each stage's forwards and backwards are the
+textbook table (``labkit.predict.pipeline_parallel.rank_order``);
+``bubble``: idle slots / all slots = (p-1)/(m+p-1)
+(``idle_fraction("1f1b", p, m)``; chapter 6's (p-1)/m is the same bubble
+over the ideal time instead of the step).
+"""
+from __future__ import annotations
+
+CONFIG = {"micro_batches": 6, "hidden": 8, "batch": 2, "seed": 0,
+          "rank_timeout_s": 30}
+HIDDEN = {"micro_batches": 5, "hidden": 6, "seed": 1}  # the hidden tests' 
+TOL = 1e-5
+
+
+class Stage:
+    """One pipeline stage on this rank: what ``one_f_one_b`` drives."""
+
+    def __init__(self, ctx, layer, xs, ys, cfg):
+        self.rank, self.stages = ctx.rank, ctx.world_size
+        self.micro_batches = cfg["micro_batches"]
+        self.layer, self.xs, self.ys = layer, xs, ys
+        self.clock, self.events, self.sends = 0.0, [], []
+        self.inputs, self.outputs = {}, {}
+
+    def _send(self, t, i, to):
+        import torch
+        import torch.distributed as tdist
+        msg = torch.cat([t.detach().flatten(),
+                         torch.tensor([float(i), self.clock])])
+        self.sends.append(tdist.isend(msg, to))
+
+    def _recv(self, i, frm, what):
+        import torch
+        import torch.distributed as tdist
+        msg = torch.empty(self.xs[0].numel() + 2)
+        tdist.recv(msg, frm)
+        got, at = int(msg[-2]), float(msg[-1])
+        if got != i:
+            raise RuntimeError(
+                f"stage {self.rank} asked for the {what} of micro-batch {i} "
+                f"but stage {frm} sent micro-batch {got} first: every stage "
+                f"must take the micro-batches in the same order")
+        return msg[:-2].view_as(self.xs[0]), at
+
+    def _run(self, kind, i, ready_at):
+        start = max(self.clock, ready_at)
+        self.events.append([kind, i, start])
+        self.clock = start + 1.0
+
+    def forward(self, i: int) -> None:
+        from torch import nn
+        if not 0 <= i < self.micro_batches or i in self.inputs:
+            raise RuntimeError(f"stage {self.rank}: forward({i}) again or "
+                               f"out of range (m = {self.micro_batches})")
+        x, at = (self.xs[i], 0.0) if self.rank == 0 else \
+            self._recv(i, self.rank - 1, "activation")
+        x = x.clone().requires_grad_(self.rank > 0)
+        self._run("F", i, at)
+        y = self.layer(x)
+        if self.rank == self.stages - 1:
+            y = nn.functional.mse_loss(y, self.ys[i]) / self.micro_batches
+        else:
+            self._send(y, i, self.rank + 1)
+        self.inputs[i], self.outputs[i] = x, y
+
+    def backward(self, i: int) -> None:
+        if i not in self.outputs:
+            raise RuntimeError(
+                f"stage {self.rank}: backward({i}) before forward({i}), or "
+                "twice")
+        if self.rank == self.stages - 1:
+            grad, at = None, 0.0
+        else:
+            grad, at = self._recv(i, self.rank + 1, "gradient")
+        self._run("B", i, at)
+        self.outputs.pop(i).backward(grad)
+        x = self.inputs.pop(i)
+        if self.rank > 0:
+            self._send(x.grad, i, self.rank - 1)
+
+
+def rank_run(ctx, mod, cfg) -> dict:
+    import torch
+    import torch.distributed as tdist
+    from torch import nn
+
+    p, m, h = ctx.world_size, cfg["micro_batches"], cfg["hidden"]
+    torch.manual_seed(cfg["seed"])
+    layers = [nn.Sequential(nn.Linear(h, h), nn.Tanh()) for _ in range(p)]
+    xs = torch.randn(m, cfg["batch"], h)
+    ys = torch.randn(m, cfg["batch"], h)
+    ref = nn.Sequential(*layers)
+    before = [{k: v.clone() for k, v in lay.state_dict().items()}
+              for lay in layers]
+    sum(nn.functional.mse_loss(ref(x), y) / m for x, y in zip(xs, ys)
+        ).backward()
+    want = [q.grad.clone() for q in layers[ctx.rank].parameters()]
+    layer = nn.Sequential(nn.Linear(h, h), nn.Tanh())
+    layer.load_state_dict(before[ctx.rank])
+    stage = Stage(ctx, layer, xs, ys, cfg)
+    mod.one_f_one_b(stage)
+    for work in stage.sends:
+        work.wait()
+    left = sorted(stage.outputs)
+    diff = float("inf") if left or any(q.grad is None for q in
+                                       layer.parameters()) else max(
+        float((q.grad - w).abs().max())
+        for q, w in zip(layer.parameters(), want))
+    tdist.barrier()
+    return {"events": stage.events, "end": stage.clock, "grad_diff": diff,
+            "no_backward": left}
+
+
+def check_grads(result):
+    worst = max(r["grad_diff"] for r in result["ranks"])
+    missing = {i for r in result["ranks"] for i in r["no_backward"]}
+    return worst < TOL, worst, f"< {TOL:g}", (
+        (f"micro-batches {sorted(missing)} never ran backward on some "
+         "stage; " if missing else "")
+        + f"the stages' gradients differ from the unsplit model's by up to "
+        f"{worst:.3g}: every micro-batch needs one forward and one "
+        "backward on every stage")
+
+
+def check_order(result):
+    from labkit.predict.pipeline_parallel import rank_order
+    p, m = len(result["ranks"]), result["config"]["micro_batches"]
+    table = rank_order("1f1b", p, m)
+    for r, rank in enumerate(result["ranks"]):
+        got = [f"{k}{i}" for k, i, _ in rank["events"]]
+        want = [f"{k}{i}" for k, i, _ in table[r]]
+        if got != want:
+            return False, {r: " ".join(got)}, {r: " ".join(want)}, (
+                f"stage {r} of {p} ran {' '.join(got)}; 1F1B runs "
+                f"{' '.join(want)}: {min(p - r - 1, m)} warm-up forwards "
+                f"(p - r - 1), then one forward and one backward in turn, "
+                f"then the remaining backwards, so that a stage never holds "
+                f"more than p - r micro-batches of activations")
+    return True, "the textbook table", "the textbook table", ""
+
+
+def check_bubble(result):
+    from labkit.predict.pipeline_parallel import idle_fraction
+    p, m = len(result["ranks"]), result["config"]["micro_batches"]
+    total = max(r["end"] for r in result["ranks"])
+    busy = 2 * m
+    if total < busy:
+        return False, None, idle_fraction("1f1b", p, m), (
+            "not every micro-batch ran its forward and its backward")
+    measured = (total - busy) / total
+    want = idle_fraction("1f1b", p, m)
+    return abs(measured - want) < 1e-9, measured, want, (
+        f"your schedule takes {total:g} slots where each stage is busy "
+        f"{busy}: a bubble of {measured:.3f}, not (p-1)/(m+p-1) = "
+        f"{want:.3f}. Start the next forward before the backward of the "
+        "last one comes back, so that the stages work at the same time")
+
+
+def expected(cfg, world_size: int) -> dict:
+    from labkit.predict.pipeline_parallel import idle_fraction, rank_order
+    p, m = world_size, cfg["micro_batches"]
+    table = rank_order("1f1b", p, m)
+    return {"grads": f"max |grad - unsplit grad| < {TOL:g}",
+            "order": "; ".join(f"stage {r}: " + " ".join(
+                f"{k}{i}" for k, i, _ in ops) for r, ops in table.items()),
+            "bubble": f"(p-1)/(m+p-1) = {idle_fraction('1f1b', p, m):.3f} "
+                      f"of {2 * (m + p - 1)} slots"}
+
+
+CHECKS = [("grads", 2, check_grads), ("order", 1, check_order),
+          ("bubble", 1, check_bubble)]

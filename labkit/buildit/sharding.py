@@ -1,0 +1,185 @@
+"""Build it, lab 3: bucketed DDP that overlaps its all-reduces with backward.
+
+The student writes ``BucketedDDP(model, bucket_cap_mb)``: gradient hooks
+(``Tensor.register_post_accumulate_grad_hook``) put each gradient in its
+bucket; a full bucket is all-reduced at once with ``async_op=True`` while
+backward goes on; ``finish()`` waits for every handle and leaves the
+averaged gradients in ``p.grad``. Buckets follow DDP's rule (Li et al.,
+"PyTorch Distributed", VLDB 2020, sec. 3.2.3): walk the parameters in the
+reverse of ``model.parameters()`` (the order backward produces them), add
+each to the open bucket, close it once it holds at least
+``bucket_cap_mb * 2**20`` bytes; the last bucket holds the rest.
+
+Checks (on plain data from every rank):
+``grads`` equal the single-process gradients of the whole batch;
+``buckets``: one all-reduce per bucket, Phi bytes in all, for every cap;
+``overlap``: every bucket's all-reduce but the last starts before
+backward's last matmul (from the order the counter recorded).
+"""
+from __future__ import annotations
+
+CONFIG = {"sizes": [16, 32, 32, 32, 4], "batch": 8, "steps": 2,
+          "caps_bytes": [4096, 8192], "seed": 0}
+# what the hidden tests run instead: the rule, not the example
+HIDDEN = {"sizes": [12, 24, 24, 24, 6], "caps_bytes": [600, 2500],
+          "seed": 1}
+TOL = 1e-5
+
+
+def buckets(numels: list[int], cap_bytes: float, itemsize: int = 4) -> list:
+    """DDP's rule: parameter indices per bucket, in backward order."""
+    out, cur, size = [], [], 0
+    for i in reversed(range(len(numels))):
+        cur.append(i)
+        size += numels[i] * itemsize
+        if size >= cap_bytes:
+            out.append(cur)
+            cur, size = [], 0
+    return out + ([cur] if cur else [])
+
+
+def mlp(cfg):
+    """The same small tanh MLP on every rank (``cfg["sizes"]``)."""
+    import torch
+    from torch import nn
+    torch.manual_seed(cfg["seed"])
+    s, layers = cfg["sizes"], []
+    for a, b in zip(s[:-1], s[1:]):
+        layers += [nn.Linear(a, b), nn.Tanh()]
+    return nn.Sequential(*layers[:-1])
+
+
+def rank_run(ctx, mod, cfg) -> dict:
+    import torch
+    import torch.distributed as tdist
+    from torch import nn
+
+    from labkit.measure.collectives import CollectiveCounter
+
+    class Timeline(CollectiveCounter):
+        """The counter, plus how many matmuls had run at each collective."""
+
+        def __init__(self):
+            super().__init__()
+            self.matmuls, self.at = 0, []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            n = len(self.records)
+            out = super().__torch_dispatch__(func, types, args, kwargs)
+            self.at += [self.matmuls] * (len(self.records) - n)
+            if func._schema.name in ("aten::mm", "aten::addmm",
+                                     "aten::bmm"):
+                self.matmuls += 1
+            return out
+
+    w, b = ctx.world_size, cfg["batch"]
+    g = torch.Generator().manual_seed(cfg["seed"] + 1)
+    x = torch.randn(w * b, cfg["sizes"][0], generator=g)
+    y = torch.randn(w * b, cfg["sizes"][-1], generator=g)
+    ref = mlp(cfg)
+    nn.functional.mse_loss(ref(x), y).backward()
+    mine = slice(ctx.rank * b, (ctx.rank + 1) * b)
+    runs = []
+    for cap in cfg["caps_bytes"]:
+        model = mlp(cfg)
+        ddp = mod.BucketedDDP(model, cap / 2**20)
+        for _ in range(cfg["steps"]):
+            model.zero_grad(set_to_none=True)
+            with Timeline() as t:
+                loss = nn.functional.mse_loss(model(x[mine]), y[mine])
+                loss.backward()
+                backward_matmuls = t.matmuls
+                ddp.finish()
+            diff = max(float((p.grad - r.grad).abs().max()) if p.grad
+                       is not None else float("inf") for p, r in
+                       zip(model.parameters(), ref.parameters()))
+            ar = [(r["bytes"], a) for r, a in zip(t.records, t.at)
+                  if r["op"] == "all_reduce"]
+            runs.append({"cap_bytes": cap, "grad_diff": diff,
+                         "all_reduce_bytes": [n for n, _ in ar],
+                         "matmuls_at_issue": [a for _, a in ar],
+                         "backward_matmuls": backward_matmuls,
+                         "other_ops": sorted({r["op"] for r in t.records}
+                                             - {"all_reduce"})})
+        del ddp
+        tdist.barrier()
+    return {"numels": [p.numel() for p in ref.parameters()], "runs": runs}
+
+
+# --------------------------------------------------------------------------
+# Checks: plain data in, (passed, measured, expected, reason) out
+# --------------------------------------------------------------------------
+
+def _runs(result):
+    return [run for rank in result["ranks"] for run in rank["runs"]]
+
+
+def check_grads(result):
+    worst = max(run["grad_diff"] for run in _runs(result))
+    ok = worst < TOL
+    return ok, worst, f"< {TOL:g}", (
+        f"your gradients differ from the single-process gradients of the "
+        f"whole batch by up to {worst:.3g}: every rank must end with the "
+        "AVERAGE over ranks (all-reduce sums: divide by the world size), "
+        "in every step, for every bucket")
+
+
+def check_buckets(result):
+    numels = result["ranks"][0]["numels"]
+    phi = 4 * sum(numels)
+    for run in _runs(result):
+        want = len(buckets(numels, run["cap_bytes"]))
+        got = len(run["all_reduce_bytes"])
+        total = sum(run["all_reduce_bytes"])
+        if got != want or total != phi:
+            return False, f"{got} calls, {total} B", f"{want} calls, {phi} B", (
+                f"with a cap of {run['cap_bytes']} bytes DDP's rule makes "
+                f"{want} buckets, so {want} all-reduces carrying Phi = {phi} "
+                f"bytes per step; the counter saw {got} all-reduces carrying "
+                f"{total} bytes" + (
+                    f" (and {', '.join(run['other_ops'])})"
+                    if run["other_ops"] else "")
+                + ": fill a bucket in backward order until it holds at "
+                "least the cap, then send the whole bucket in one call")
+    return True, "one all-reduce per bucket", "one per bucket", ""
+
+
+def check_overlap(result):
+    numels = result["ranks"][0]["numels"]
+    for run in _runs(result):
+        n = len(run["matmuls_at_issue"])
+        early = sum(a < run["backward_matmuls"]
+                    for a in run["matmuls_at_issue"])
+        # with DDP's buckets every one but the last is ready before
+        # backward's last matmul; with other buckets, at least the first
+        want = n - 1 if n == len(buckets(numels, run["cap_bytes"])) else 1
+        if early < want:
+            return False, f"{early} of {n} before backward ended", \
+                f"{want} of {n}", (
+                    f"with a cap of {run['cap_bytes']} bytes only {early} of "
+                    f"your {n} all-reduces started before backward's last "
+                    "matmul: start a bucket's all-reduce (async_op=True) in "
+                    "the hook that completes it, not after backward, so "
+                    "that communication hides behind the rest of backward")
+    return True, "all but the last bucket before backward ended", \
+        "all but the last bucket", ""
+
+
+def numels(sizes: list[int]) -> list[int]:
+    """Parameter sizes of ``mlp`` in ``model.parameters()`` order."""
+    return [n for a, b in zip(sizes[:-1], sizes[1:]) for n in (a * b, b)]
+
+
+def expected(cfg, world_size: int) -> dict:
+    n = numels(cfg["sizes"])
+    caps = ", ".join(f"{len(buckets(n, c))} at a cap of {c} B"
+                     for c in cfg["caps_bytes"])
+    return {"grads": f"max |grad - single-process grad| < {TOL:g}",
+            "buckets": f"all-reduces per step: {caps}; "
+                       f"Phi = {4 * sum(n)} B in all",
+            "overlap": "every bucket's all-reduce but the last starts "
+                       "before backward's last matmul"}
+
+
+CHECKS = [("grads", 2, check_grads), ("buckets", 1, check_buckets),
+          ("overlap", 1, check_overlap)]

@@ -1,0 +1,102 @@
+"""Build it, lab 4: a ZeRO-1/2 sharded Adam optimizer.
+
+The student writes ``ShardedAdam(params, lr)`` whose ``step()`` runs after
+a plain local backward (no DDP): reduce-scatter the gradients so that each
+rank receives the *average* of its 1/N shard, run Adam on that shard only
+(its moments live on this rank only: 12/N bytes per parameter in mixed
+precision), then all-gather the updated parameters (Rajbhandari et al.,
+"ZeRO", SC 2020, sec. 5.1-5.2: Phi reduce-scatter + Phi all-gather, the
+same volume as DDP's all-reduce).
+
+Checks (on plain data from every rank):
+``params``: after ``steps`` steps they equal single-process Adam on the
+whole batch; ``bytes``: per step the counter sees Phi of reduce-scatter and
+Phi of all-gather (padding allowed) and no all-reduce.
+"""
+from __future__ import annotations
+
+CONFIG = {"sizes": [16, 32, 32, 4], "batch": 8, "steps": 3, "lr": 1e-2,
+          "seed": 0}
+HIDDEN = {"sizes": [12, 20, 7], "steps": 4, "seed": 1}  # the hidden tests'
+
+TOL = 1e-5
+
+
+def rank_run(ctx, mod, cfg) -> dict:
+    import torch
+    from torch import nn
+
+    from labkit.buildit.sharding import mlp
+    from labkit.measure.collectives import CollectiveCounter
+
+    w, b = ctx.world_size, cfg["batch"]
+    g = torch.Generator().manual_seed(cfg["seed"] + 1)
+    xs = torch.randn(cfg["steps"], w * b, cfg["sizes"][0], generator=g)
+    ys = torch.randn(cfg["steps"], w * b, cfg["sizes"][-1], generator=g)
+    ref, model = mlp(cfg), mlp(cfg)
+    ref_opt = torch.optim.Adam(ref.parameters(), lr=cfg["lr"])
+    opt = mod.ShardedAdam(list(model.parameters()), lr=cfg["lr"])
+    mine = slice(ctx.rank * b, (ctx.rank + 1) * b)
+    steps = []
+    for x, y in zip(xs, ys):
+        ref_opt.zero_grad()
+        nn.functional.mse_loss(ref(x), y).backward()
+        ref_opt.step()
+        model.zero_grad(set_to_none=True)
+        nn.functional.mse_loss(model(x[mine]), y[mine]).backward()
+        with CollectiveCounter() as c:
+            opt.step()
+        steps.append({op: s["bytes"] for op, s in c.summary().items()})
+    diff = max(float((p - r).abs().max())
+               for p, r in zip(model.parameters(), ref.parameters()))
+    return {"numels": [p.numel() for p in ref.parameters()],
+            "param_diff": diff, "bytes_per_step": steps}
+
+
+def check_params(result):
+    worst = max(r["param_diff"] for r in result["ranks"])
+    ok = worst < TOL
+    return ok, worst, f"< {TOL:g}", (
+        f"after {result['config']['steps']} steps your parameters differ "
+        f"from single-process Adam on the whole batch by up to {worst:.3g}: "
+        "each rank must step its shard with the AVERAGE gradient over "
+        "ranks, keep Adam's moments for its shard from step to step, and "
+        "give every rank every updated shard")
+
+
+def check_bytes(result):
+    numels = result["ranks"][0]["numels"]
+    phi, w = 4 * sum(numels), len(result["ranks"])
+    slack = 4 * w * len(numels)  # padding each tensor to a multiple of N
+    for steps in (r["bytes_per_step"] for r in result["ranks"]):
+        for s in steps:
+            rs, ag = s.get("reduce_scatter", 0), s.get("all_gather", 0)
+            other = {k: v for k, v in s.items()
+                     if k not in ("reduce_scatter", "all_gather")}
+            if not (phi <= rs < phi + slack and phi <= ag < phi + slack) \
+                    or other:
+                seen = ", ".join(f"{k} {v} B" for k, v in sorted(s.items()))
+                hint = (" An all-reduce gives every rank the whole averaged "
+                        "gradient (and costs 2Phi on the wire) when each "
+                        "rank needs only its shard: reduce-scatter it."
+                        if "all_reduce" in s else "")
+                return False, seen or "nothing", \
+                    f"reduce_scatter {phi} B, all_gather {phi} B", (
+                        f"per step ZeRO-1/2 sends Phi = {phi} bytes of "
+                        f"reduce-scatter and Phi of all-gather and nothing "
+                        f"else; the counter saw {seen or 'no collective'}."
+                        + hint)
+    return True, f"reduce_scatter {phi} B, all_gather {phi} B", \
+        f"reduce_scatter {phi} B, all_gather {phi} B", ""
+
+
+def expected(cfg, world_size: int) -> dict:
+    from labkit.buildit.sharding import numels
+    phi = 4 * sum(numels(cfg["sizes"]))
+    return {"params": f"max |param - plain Adam's| < {TOL:g} after "
+                      f"{cfg['steps']} steps",
+            "bytes": f"per step: reduce-scatter Phi = {phi} B, all-gather "
+                     f"Phi = {phi} B, no all-reduce"}
+
+
+CHECKS = [("params", 2, check_params), ("bytes", 2, check_bytes)]

@@ -1,0 +1,172 @@
+"""labkit.buildit: the build-it parts of labs 3-6, graded on real gloo runs.
+
+For each lab, ONE launch runs the answer key (read from the otter master,
+the only place it lives), the blank starter code (the master's cell with
+otter's own solution stripping) and the wrong implementations of
+``tests/buildit/<lab>_*.py``; the checks then grade the plain JSON each
+produced. The key scores full marks, the blank 0, each wrong version its
+expected points with a reason for every failed check and none for a passed
+one. (tests/test_assignments.py builds the masters with ``otter assign``,
+which runs the same key through otter's own hidden tests.)
+"""
+from pathlib import Path
+
+import nbformat
+import pytest
+from otter.assign.solutions import replace_solutions
+
+from labkit import buildit
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).parent / "buildit"
+MASTERS = {"sharding": "03_sharding", "zero": "04_zero",
+           "tensor_parallel": "05_tensor_parallel",
+           "pipeline_parallel": "06_pipeline_parallel"}
+# the checks each wrong implementation must fail (the rest must pass)
+FAILS = {
+    "sharding_per_param": {"buckets"},
+    "sharding_after_backward": {"overlap"},
+    "sharding_sum": {"grads"},
+    "zero_all_reduce": {"bytes"},
+    "zero_no_gather": {"params", "bytes"},
+    "zero_fresh_state": {"params"},
+    "tp_no_f": {"grads", "comm"},
+    "tp_g_backward": {"grads", "comm"},
+    "tp_bias_each_rank": {"output"},
+    "pp_gpipe": {"order"},
+    "pp_warmup_p_minus_r": {"order"},
+    "pp_sequential": {"order", "bubble"},
+}
+PREFIX = {"sharding": "sharding_", "zero": "zero_",
+          "tensor_parallel": "tp_", "pipeline_parallel": "pp_"}
+
+
+def solution_cell(lab):
+    nb = nbformat.read(ROOT / "labs" / "assignments" /
+                       f"{MASTERS[lab]}.ipynb", as_version=4)
+    cells = nb.cells
+    i = next(k for k, c in enumerate(cells) if "buildit.run(" in c.source)
+    assert cells[i - 1].cell_type == "raw" and "END SOLUTION" in \
+        cells[i - 1].source, "the code cell right before the run is the " \
+        "student's (the whole cell is copied to the ranks)"
+    return cells[i - 2].source
+
+
+def key_of(source):
+    lines = [ln for ln in source.splitlines()
+             if ln.strip() not in ("# BEGIN SOLUTION", "# END SOLUTION")]
+    return "\n".join(ln.replace("  # SOLUTION", "") for ln in lines) + "\n"
+
+
+def blank_of(source):
+    return "\n".join(replace_solutions(source.splitlines(), "python")) + "\n"
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("lab", sorted(MASTERS))
+def test_key_full_blank_zero_wrong_partial(lab):
+    cell = solution_cell(lab)
+    sources = {"key": key_of(cell), "blank": blank_of(cell)}
+    assert "BEGIN SOLUTION" not in sources["blank"]
+    wrong = sorted(FIXTURES.glob(f"{PREFIX[lab]}*.py"))
+    assert len(wrong) >= 3, "several plausible wrong implementations"
+    sources.update({f.stem: f.read_text() for f in wrong})
+    # the configuration the hidden tests run (tests/ may read it)
+    results = buildit.run(lab, sources=sources,
+                          config=buildit.harness(lab).HIDDEN)
+    for name, result in results.items():
+        rows = buildit.grade(result)
+        got, most = buildit.score(result)
+        failed = {r["check"] for r in rows if not r["passed"]}
+        want = {"key": set(), "blank": {r["check"] for r in rows}}.get(
+            name, FAILS.get(name))
+        assert failed == want, (name, rows)
+        for r in rows:  # a reason for each failed check, none otherwise
+            assert bool(r["reason"]) == (not r["passed"]), (name, r)
+        assert got == most - sum(r["max"] for r in rows
+                                 if r["check"] in want)
+        if name == "blank":
+            assert got == 0
+        json_only(result)
+
+
+def json_only(x):
+    """Grading reads plain data only (hidden tests run outside the kernel)."""
+    assert x is None or isinstance(x, (bool, int, float, str)) or (
+        isinstance(x, list) and all(json_only(v) is None for v in x)) or (
+        isinstance(x, dict) and all(isinstance(k, str) and json_only(v)
+                                    is None for k, v in x.items())), x
+
+
+def test_source_of_reads_the_defining_cell(tmp_path):
+    f = tmp_path / "cell.py"
+    f.write_text("class A:\n    def f(self):\n        return 1\n\n"
+                 "def g():\n    return 2\n")
+    scope = {}
+    exec(compile(f.read_text(), str(f), "exec"), scope)
+    assert buildit.source_of(scope["A"], scope["g"]) == f.read_text()
+    with pytest.raises(ValueError, match="give the class or function"):
+        buildit.source_of(42)
+
+
+def test_a_crash_is_a_result_with_its_reason():
+    r = {"lab": "zero", "config": {}, "error": "NameError: x", "ranks": []}
+    rows = buildit.grade(r)
+    assert all(not x["passed"] and x["reason"] == "NameError: x"
+               for x in rows)
+    with pytest.raises(AssertionError, match="no code to run"):
+        buildit.expect(r, "zero", "params")
+    with pytest.raises(AssertionError, match="NameError: x"):
+        buildit.expect_ran(r)
+
+
+def test_hidden_tests_grade_a_fresh_run_not_the_kernels_numbers(
+        monkeypatch):
+    calls = []
+
+    def fake_run(lab, *objs, sources=None, config=None, **kw):
+        calls.append((lab, sources, config))
+        return {"student": {"lab": lab, "config": {}, "error": "ran again",
+                            "source": sources["student"], "ranks": []}}
+
+    monkeypatch.setattr(buildit, "run", fake_run)
+    buildit._rerun.cache_clear()
+    forged = {"lab": "pipeline_parallel", "config": {"micro_batches": 1},
+              "source": "def one_f_one_b(stage):\n    pass\n",
+              "error": None, "ranks": [{"events": [], "end": 0.0,
+                                        "grad_diff": 0.0,
+                                        "no_backward": []}]}
+    with pytest.raises(AssertionError, match="ran again"):
+        buildit.expect(forged, "sharding", "grads")
+    assert calls == [("sharding", {"student": forged["source"]},
+                      buildit.harness("sharding").HIDDEN)]
+    buildit._rerun.cache_clear()
+
+
+def test_run_in_the_students_cell_is_refused_on_the_ranks(monkeypatch):
+    monkeypatch.setenv("LABKIT_BUILDIT_RANK", "1")
+    with pytest.raises(RuntimeError, match="cell of its own"):
+        buildit.run("zero", sources={"x": "pass\n"})
+
+
+@pytest.mark.parametrize("lab", sorted(MASTERS))
+def test_every_handed_out_cell_compiles(lab):
+    nb = nbformat.read(ROOT / "labs" / "assignments" /
+                       f"{MASTERS[lab]}.ipynb", as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            compile(blank_of(cell.source), f"{lab} cell", "exec")
+
+
+def test_the_courses_own_implementation_is_not_an_answer():
+    r = {"lab": "pipeline_parallel", "config": {}, "error": None,
+         "source": "from labkit.predict.pipeline_parallel import "
+                   "rank_order\n", "ranks": []}
+    assert buildit.score(r)[0] == 0
+    assert all("course's own" in x["reason"] for x in buildit.grade(r))
+
+
+def test_the_public_test_prints_nothing(capsys):
+    # otter's tests are doctests: any output would fail a passing test
+    buildit.expect_ran({"lab": "zero", "error": None, "ranks": [{}, {}]})
+    assert capsys.readouterr().out == ""
