@@ -33,7 +33,8 @@ def unique_bytes(tensors: Iterable[torch.Tensor | None]) -> int:
         if t is None:
             continue
         s = _local(t).untyped_storage()
-        key = (s.data_ptr(), s.device) if s.nbytes() else id(s)
+        # the StorageImpl's address: one per storage, fake tensors too
+        key = s._cdata if s.nbytes() else id(s)
         if key in seen:
             continue
         seen.add(key)
