@@ -1,7 +1,9 @@
 """Per-rank memory of one training step, counted storage by storage.
 
-    tracker = Tracker(model, optimizer)
+    tracker = Tracker()
     with tracker:
+        model, optimizer, step = setup()
+        tracker.begin(model, optimizer)
         step()                      # forward, backward, optimizer step
     tracker.report()                # bytes per category and the peak
 
@@ -38,7 +40,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from labkit.measure.memory import (model_state_bytes, unique_bytes,
-                                   unsharded_param_bytes)
+                                   unsharded_buffers, unsharded_param_bytes)
 
 CATEGORIES = ("params", "grads", "optimizer", "activations", "gathered",
               "other", "peak")
@@ -56,15 +58,23 @@ def _key(storage) -> int:
 class Tracker(TorchDispatchMode):
     """Live bytes of every storage during a step; see the module doc."""
 
-    def __init__(self, model, optimizer=None):
+    def __init__(self):
         super().__init__()
-        self.model, self.optimizer = model, optimizer
+        self.model = self.optimizer = None
         self.live: dict[int, int] = {}
         self.weights: set[int] = set()   # keys of weight storages
         self.copies: dict[int, int] = {}  # live weight copies, bytes
         self.now = self.peak = self.gathered = 0
         self.saved: list = []
         self._resize = None
+
+    def begin(self, model, optimizer=None):
+        """The step starts: what is alive now (the model as built and
+        wrapped, its optimizer state, DDP's buckets) starts the count."""
+        self.model, self.optimizer = model, optimizer
+        self.weights = {_key(s) for s in self._param_storages()}
+        self.peak = self.now
+        self.gathered = sum(self.copies.values())
 
     # -- bookkeeping ---------------------------------------------------
     def _add(self, storage, tag_copy=False):
@@ -102,26 +112,17 @@ class Tracker(TorchDispatchMode):
     # -- the dispatch hook ----------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
+        # a DTensor reaches this mode before its own dispatch (modes come
+        # first): its bytes are those of its local tensor
         copy = (func is torch.ops.aten._to_copy.default
                 and isinstance(args[0], torch.Tensor)
-                and _key(args[0].untyped_storage()) in self.weights)
+                and _key(_local(args[0]).untyped_storage()) in self.weights)
         for t in tree_flatten(out)[0]:
             if isinstance(t, torch.Tensor):
-                self._add(t.untyped_storage(), copy)
+                self._add(_local(t).untyped_storage(), copy)
         return out
 
     def __enter__(self):
-        for s in self._param_storages():
-            self.weights.add(_key(s))
-        start = [*self._param_storages()]
-        start += [p.grad.untyped_storage() for p in self.model.parameters()
-                  if p.grad is not None]
-        if self.optimizer is not None:
-            start += [v.untyped_storage()
-                      for st in self.optimizer.state.values()
-                      for v in st.values() if isinstance(v, torch.Tensor)]
-        for s in start:
-            self._add(s)
         tracker = self
         original = torch.UntypedStorage.resize_
 
@@ -152,7 +153,9 @@ class Tracker(TorchDispatchMode):
             return t
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             out = fn(*args)
-        weights = self.weights | set(self.copies)
+        weights = (self.weights | set(self.copies)
+                   | {_key(t.untyped_storage())
+                      for t in unsharded_buffers(self.model)})
         self.activations = unique_bytes(
             t for t in self.saved
             if _key(_local(t).untyped_storage()) not in weights)

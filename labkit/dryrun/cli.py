@@ -55,6 +55,8 @@ def dry_profile(profile: str, gpu: float, only: str | None = None) -> dict:
         if name in L.ADAPTERS:
             out[name] = {"cases": run_cases(L.ADAPTERS[name](section), gpu,
                                             cache)}
+            if name == "zero":
+                out[name]["not_dry_run"] = L.ZERO_DEEPSPEED
         else:
             out[name] = {"cannot": L.REASONS.get(
                 name, "no dry-run adapter yet (labkit/dryrun/labs.py)")}

@@ -150,3 +150,56 @@ cannot("collectives", "no model and no training step: the lab's memory is "
 cannot("colossalai", "runs in .venv-colossalai (torch 2.5.1); Colossal-AI's "
        "boost() builds its chunks and ZeRO buffers from tensor data and "
        "CUDA streams, which fake tensors do not have")
+
+
+@lab("tensor_parallel")
+def _tensor_parallel(p: dict) -> list[Case]:
+    """runs/tensor_parallel: one block, bf16, split over ``tp`` ranks
+    (``dtensor``: parallelize_module; ``scratch``: by hand), one forward,
+    backward and SGD step. Every rank holds the same shapes."""
+    from labkit.runs import tensor_parallel as T
+    dtype = T.DTYPES[p["dtype"]]
+    cfg = GPTConfig(vocab=8, seq=p["seq"], layers=1, hidden=p["hidden"],
+                    heads=p["heads"])
+    b, s, h = p["micro_batch"], p["seq"], p["hidden"]
+    cases = []
+    for tp in p["tp_sizes"]:
+        for variant in ("dtensor", "scratch"):
+            def setup(ctx, tp=tp, variant=variant):
+                from labkit.model import Block
+                ref = Block(cfg).to(device=ctx.device, dtype=dtype)
+                if variant == "dtensor":
+                    from torch.distributed.device_mesh import \
+                        init_device_mesh
+                    mesh = init_device_mesh(ctx.device.type, (tp,))
+                    block = T.dtensor_block(ref, cfg.heads, mesh,
+                                            fused_qkv=False)
+                else:
+                    block = T.scratch_block(ref, cfg.heads, ctx.rank, tp)
+                opt = torch.optim.SGD(block.parameters(), lr=0.1)
+                x = torch.randn(b, s, h, device=ctx.device, dtype=dtype)
+                w = torch.randn(b, s, h, device=ctx.device, dtype=dtype)
+
+                def step(tracker):
+                    out = tracker.forward(block, x.requires_grad_(True))
+                    (out * w).sum().backward()
+                    opt.step()
+                    opt.zero_grad(set_to_none=True)
+                return block, opt, step
+            per = 12 * h * h // tp * dtype.itemsize  # Shoeybi et al. Sec. 3
+            act = activation_bytes_per_layer(s, b, h, p["heads"], tp=tp)
+            cases.append(Case("tensor_parallel", f"{variant} tp={tp}",
+                              "every rank", tp, 0, setup,
+                              {"params": per, "grads": per, "optimizer": 0,
+                               "activations": act, "total": 2 * per + act}))
+    return cases
+
+
+cannot("pipeline_parallel", "not dry-run yet: torch.distributed.pipelining "
+       "infers stage shapes by sending pickled objects between ranks, which "
+       "one fake rank cannot receive (not tried: an adapter must give each "
+       "PipelineStage its input and output shapes)")
+ZERO_DEEPSPEED = ("DeepSpeed variants not dry-run: deepspeed.initialize "
+                  "flattens and partitions the weights with real data "
+                  "(data pointers, pinned buffers, its accelerator's "
+                  "streams); only the lab's FSDP rows are dry-run")

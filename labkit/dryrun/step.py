@@ -32,10 +32,11 @@ def warm_optimizer(model, optimizer) -> None:
 
 def counted_step(case, ctx) -> dict:
     """Build, warm and count one step of ``case`` on ``ctx`` (any tensors)."""
-    model, optimizer, step = case.setup(ctx)
-    warm_optimizer(model, optimizer)
-    tracker = Tracker(model, optimizer)
-    with tracker:
+    tracker = Tracker()
+    with tracker:  # from the first allocation: model, wrapper, buckets
+        model, optimizer, step = case.setup(ctx)
+        warm_optimizer(model, optimizer)
+        tracker.begin(model, optimizer)
         step(tracker)
     out = tracker.report()
     del model, optimizer, step, tracker
