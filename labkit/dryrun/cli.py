@@ -21,7 +21,12 @@ def gpu_bytes(name: str) -> float:
 
 def verdict(measured: dict, pred: dict, gpu: float) -> dict:
     states = sum(measured[k] for k in ("params", "grads", "optimizer"))
+    ratio = states / pred["states"] if pred.get("states") else None
+    # PyTorch's own execution must agree with the ledger (a wrong dtype or
+    # an unsharded tensor shows here first)
     return {**measured, "states": states, "predicted": pred,
+            "states_ratio": ratio,
+            "agrees": ratio is None or abs(ratio - 1) <= 0.01,
             "gpu_bytes": gpu, "fits": measured["peak"] <= gpu,
             "margin_bytes": gpu - measured["peak"]}
 
@@ -102,12 +107,17 @@ def main(a) -> int:
     else:
         raise ValueError("give --profile NAME or all of --layers --hidden "
                          "--heads --vocab --seq")
+    bad = [f"{lab}/{r['variant']}" for lab, res in out.items()
+           for r in res.get("cases", []) if not r["agrees"]]
     if a.json:
-        print(json.dumps({"gpu": a.gpu, "labs": out, "unit": "bytes"},
-                         indent=1))
-        return 0
-    print(table(out, a.gpu))
-    return 0
+        print(json.dumps({"gpu": a.gpu, "labs": out, "unit": "bytes",
+                          "disagree": bad}, indent=1))
+    else:
+        print(table(out, a.gpu))
+        if bad:
+            print("model states differ from the ledger by > 1 %: "
+                  + ", ".join(bad))
+    return 1 if bad else 0
 
 
 def table(out: dict, gpu: str) -> str:

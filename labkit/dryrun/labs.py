@@ -190,8 +190,10 @@ def _tensor_parallel(p: dict) -> list[Case]:
             act = activation_bytes_per_layer(s, b, h, p["heads"], tp=tp)
             cases.append(Case("tensor_parallel", f"{variant} tp={tp}",
                               "every rank", tp, 0, setup,
-                              {"params": per, "grads": per, "optimizer": 0,
-                               "activations": act, "total": 2 * per + act}))
+                              # the run drops its gradients after the step
+                              {"params": per, "grads": 0, "optimizer": 0,
+                               "states": per, "activations": act,
+                               "total": per + act}))
     return cases
 
 
