@@ -147,9 +147,10 @@ def _checkpoint(p: dict) -> list[Case]:  # runs/checkpoint.train: FSDP2
 
 cannot("collectives", "no model and no training step: the lab's memory is "
        "its message buffers (up to max_bytes per rank), nothing to dry-run")
-cannot("colossalai", "runs in .venv-colossalai (torch 2.5.1); Colossal-AI's "
-       "boost() builds its chunks and ZeRO buffers from tensor data and "
-       "CUDA streams, which fake tensors do not have")
+cannot("colossalai", "lab 9's ranks run in the second environment "
+       ".venv-colossalai (torch 2.5.1 and Colossal-AI); the dry run runs in "
+       "the course's .venv (torch 2.13), where Colossal-AI is not "
+       "installed (its plugins under fake tensors: not tried)")
 
 
 @lab("tensor_parallel")
@@ -197,11 +198,15 @@ def _tensor_parallel(p: dict) -> list[Case]:
     return cases
 
 
-cannot("pipeline_parallel", "not dry-run yet: torch.distributed.pipelining "
-       "infers stage shapes by sending pickled objects between ranks, which "
-       "one fake rank cannot receive (not tried: an adapter must give each "
-       "PipelineStage its input and output shapes)")
-ZERO_DEEPSPEED = ("DeepSpeed variants not dry-run: deepspeed.initialize "
-                  "flattens and partitions the weights with real data "
-                  "(data pointers, pinned buffers, its accelerator's "
-                  "streams); only the lab's FSDP rows are dry-run")
+cannot("pipeline_parallel", "torch.distributed.pipelining's schedule "
+       "starts with a warm-up exchange between stages (a vote tensor sent "
+       "point to point and read with .item(), then shapes pickled with "
+       "send_object_list); a fake rank receives no data (tried: "
+       "DataDependentOutputException in schedules._warmup_p2p)")
+ZERO_DEEPSPEED = ("DeepSpeed variants not dry-run: deepspeed.initialize, "
+                  "forward and backward run on fake tensors, but the "
+                  "engine's step reads the gradient norm for its overflow "
+                  "check (.item(); tried: DataDependentOutputException in "
+                  "stage_1_and_2.has_overflow and stage3's "
+                  "is_invalid_grad_norm); only the lab's FSDP rows are "
+                  "dry-run")
