@@ -16,8 +16,27 @@ ledger and activation prediction and the GPU's memory: fits or not, with
 the margin.
 
 Files: ``fake.py`` (the fake world), ``account.py`` (the bytes),
-``step.py`` (one counted step), ``labs.py`` (one adapter per lab; how to
-add one is in its docstring), ``cli.py`` (this command).
+``step.py`` (one counted step), ``labs.py`` (one adapter per lab),
+``cli.py`` (this command).
+
+Adding a lab (the 2-D mesh lab, the capstone): one function in
+``labs.py`` that turns the lab's profile section into cases, each with a
+``setup(ctx)`` that calls the run module's own building function::
+
+    @lab("mesh")
+    def _mesh(p: dict) -> list[Case]:
+        def setup(ctx):
+            model, opt = runs.mesh.build_and_wrap(p, ctx)  # the run's own
+            def step(tracker):
+                loss = tracker.forward(model, x, y)   # activations counted
+                loss.backward()
+                opt.step()
+            return model, opt, step
+        return [Case("mesh", "fsdp+tp", "every rank", p["world_size"], 0,
+                     setup, predicted=...)]   # "states": the ledger's bytes
+
+or ``cannot("mesh", "why")``. A profile section with neither is listed as
+"no dry-run adapter yet".
 
 What a dry run is not: the fake ranks' device is the CPU (PyTorch's CPU
 build refuses CUDA device guards), so CUDA-only arguments

@@ -64,7 +64,7 @@ class Tracker(TorchDispatchMode):
         self.live: dict[int, int] = {}
         self.weights: set[int] = set()   # keys of weight storages
         self.copies: dict[int, int] = {}  # live weight copies, bytes
-        self.now = self.peak = self.gathered = 0
+        self.now = self.peak = self.gathered = self.copied = 0
         self.saved: list = []
         self._resize = None
 
@@ -74,7 +74,7 @@ class Tracker(TorchDispatchMode):
         self.model, self.optimizer = model, optimizer
         self.weights = {_key(s) for s in self._param_storages()}
         self.peak = self.now
-        self.gathered = sum(self.copies.values())
+        self.gathered = self.copied
 
     # -- bookkeeping ---------------------------------------------------
     def _add(self, storage, tag_copy=False):
@@ -87,6 +87,7 @@ class Tracker(TorchDispatchMode):
         self.now += n
         if tag_copy:
             self.copies[k] = n
+            self.copied += n
         weakref.finalize(storage, self._free, k)
         self._bump()
 
@@ -94,17 +95,18 @@ class Tracker(TorchDispatchMode):
         self.now += n - self.live[k]
         self.live[k] = n
         if k in self.copies:
+            self.copied += n - self.copies[k]
             self.copies[k] = n
         self._bump()
 
     def _free(self, k):
         n = self.live.pop(k, 0)
         self.now -= n
-        self.copies.pop(k, None)
+        self.copied -= self.copies.pop(k, 0)
 
     def _bump(self):
         self.peak = max(self.peak, self.now)
-        self.gathered = max(self.gathered, sum(self.copies.values()))
+        self.gathered = max(self.gathered, self.copied)
 
     def _param_storages(self):
         return [_local(p).untyped_storage() for p in self.model.parameters()]
@@ -133,8 +135,9 @@ class Tracker(TorchDispatchMode):
                 tracker._set(k, storage.nbytes())
             else:
                 tracker._add(storage)
-            if k not in tracker.copies:
+            if k not in tracker.copies:  # FSDP's gathered weights
                 tracker.copies[k] = storage.nbytes()
+                tracker.copied += storage.nbytes()
             tracker._bump()
             return out
         self._resize = original

@@ -1,4 +1,12 @@
-"""``python -m labkit dryrun``: the command line of :mod:`labkit.dryrun`."""
+"""``python -m labkit dryrun``: the command line of :mod:`labkit.dryrun`.
+
+    python -m labkit dryrun --profile gpu8 --json
+    python -m labkit dryrun --layers 80 --hidden 8192 --heads 64 \
+        --vocab 32000 --seq 4096 --batch 1 --gpus 16 --strategy fsdp2_full
+
+A table (GB = 1e9 bytes) or ``--json`` (bytes) per lab and rank role; exit
+status 1 when a lab's model states differ from the ledger by > 1 %.
+"""
 from __future__ import annotations
 
 import json
@@ -122,18 +130,18 @@ def main(a) -> int:
 
 def table(out: dict, gpu: str) -> str:
     lines = [f"dry run, per rank, GB = 1e9 bytes; GPU {gpu}"]
-    head = "".join(f"{r:>9s}" for r in ROWS)
+    head = "".join(f"{r[:6]:>8s}" for r in ROWS)
     for name, res in out.items():
         if "cannot" in res:
             lines.append(f"{name}: not dry-run: {res['cannot']}")
             continue
         lines.append(f"{name}:")
-        lines.append(f"  {'variant':22s}{'ranks':>6s}{head}{'pred':>9s}"
+        lines.append(f"  {'variant':22s}{'ranks':>6s}{head}{'pred':>8s}"
                      "  fits (margin)")
         for r in res["cases"]:
-            cells = "".join(f"{r[k] / GB:9.2f}" for k in ROWS)
+            cells = "".join(f"{r[k] / GB:8.2f}" for k in ROWS)
             fit = "fits" if r["fits"] else "DOES NOT FIT"
             lines.append(f"  {r['variant']:22s}{r['world_size']:6d}{cells}"
-                         f"{r['predicted']['total'] / GB:9.2f}  {fit} "
+                         f"{r['predicted']['total'] / GB:8.2f}  {fit} "
                          f"({r['margin_bytes'] / GB:+.1f})")
     return "\n".join(lines)
