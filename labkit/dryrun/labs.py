@@ -102,8 +102,10 @@ def dp_case(lab_name: str, strategy: str, c: GPTConfig, world: int,
             opt.step()
         return model, opt, step
     micro = global_batch // world
+    used = {k: v for k, v in wrap_kw.items()  # what wrap() reads
+            if k != "shard_group" or "hybrid" in strategy}
     key = ("dp", strategy, str(c), world, micro, bf16,
-           tuple(sorted(wrap_kw.items())))
+           tuple(sorted(used.items())))
     return Case(lab_name, strategy, "every rank", world, 0, setup,
                 predicted(c, strategy, world, micro, bf16,
                           wrap_kw.get("shard_group")), key)
