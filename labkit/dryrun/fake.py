@@ -1,24 +1,32 @@
-"""A fake world: one process stands for one rank of an N-rank CUDA job.
+"""A fake world: one process stands for one rank of an N-rank job.
 
     with fake_world(world_size=8, rank=3):
-        model = wrap(build(config), "fsdp2_full", cuda_context(8, 3))
-        ...                      # every tensor is a FakeTensor on "cuda"
+        ctx = rank_context(8, 3)
+        model = wrap(build(config), "fsdp2_full", ctx)
+        ...                      # every tensor is a FakeTensor
 
 Three PyTorch pieces make it (torch >= 2.4):
 
 - ``FakeTensorMode`` (``torch._subclasses.fake_tensor``): tensors carry
-  shape, dtype, device and strides but no data; ``device="cuda"`` works on
-  a CPU-only build and nothing is allocated;
+  shape, dtype, device and strides but no data; nothing is allocated;
 - the fake process group (``torch.testing._internal.distributed.fake_pg``,
   backend ``"fake"``): every collective returns at once, so one process is
   rank ``rank`` of ``world_size`` with no peers;
 - device meshes are built outside fake mode (their rank table is read with
   ``.tolist()``, which fake tensors refuse), cached per shape.
 
-Two adjustments keep the course's own code unchanged: ``Module.to()`` on a
-model with fake parameters replaces them instead of swapping them in place
-(fake tensors cannot be swapped: the fake mode holds weak references to
-them), and ``torch.autocast("cuda")`` stays enabled on a CPU-only build.
+The fake tensors live on the CPU device: fake ``"cuda"`` tensors exist on
+a CPU-only build, but many operators (``copy_`` among them) open a CUDA
+device guard that such a build does not have ("PyTorch is not linked with
+support for cuda devices"). Bytes do not depend on the device.
+
+Three adjustments keep the course's own code unchanged: ``Module.to()`` on
+a model with fake parameters replaces them instead of swapping them in
+place (the fake mode holds weak references to its tensors, which
+``swap_tensors`` refuses); DDP's start-up check that every rank has the
+same shapes (it reads tensor data) is skipped -- every fake rank builds
+the same model; DDP's all-reduce gets a hook that returns its bucket
+(:func:`fake_ddp_hook`).
 """
 from __future__ import annotations
 
@@ -29,12 +37,6 @@ import torch.distributed as tdist
 import torch.nn as nn
 
 from labkit.dist import Context
-
-
-def cuda_context(world_size: int, rank: int) -> Context:
-    """The :class:`labkit.dist.Context` a rank of a CUDA node would get."""
-    return Context(rank=rank, world_size=world_size, local_rank=rank % 8,
-                   backend="nccl", device=torch.device("cuda", rank % 8))
 
 
 def _apply_fake(original):
