@@ -125,3 +125,15 @@ def test_counter_real_equals_fake_and_allocated(strategy):
     assert {k: v for k, v in fake.items() if k != "peak"} == \
         {k: v for k, v in real.items() if k != "peak"}
     assert fake["peak"] == pytest.approx(real["peak"], abs=64)
+
+
+def test_command_line_json(capsys):
+    import json
+    from labkit.__main__ import main
+    argv = ["dryrun", "--layers", "2", "--hidden", "64", "--heads", "4",
+            "--vocab", "128", "--seq", "32", "--gpus", "8", "--json"]
+    assert main(argv) == 0
+    row = json.loads(capsys.readouterr().out)["labs"]["shape"]["cases"][0]
+    assert row["agrees"] and row["fits"] and row["gpu_bytes"] == 80e9
+    assert set(cli.ROWS) <= set(row)
+    assert main(["dryrun", "--profile", "nope"]) == 2
