@@ -21,6 +21,9 @@ import torch.distributed as tdist
 from labkit.model import GPTConfig, batch, build
 
 LR = 1e-3
+# None: fused Adam exactly when every parameter is on CUDA. The dry run
+# (labkit.dryrun), whose fake ranks stand for CUDA ones, sets it to True.
+FUSED: bool | None = None
 
 
 def make_optimizer(model: torch.nn.Module, lr: float = LR):
@@ -30,9 +33,23 @@ def make_optimizer(model: torch.nn.Module, lr: float = LR):
     update and the same two moments); on CPU the plain per-parameter loop.
     """
     params = list(model.parameters())
-    fused = bool(params) and all(p.device.type == "cuda" for p in params)
+    fused = bool(params) and (FUSED if FUSED is not None else
+                              all(p.device.type == "cuda" for p in params))
     return torch.optim.Adam(params, lr=lr, **(
         {"fused": True} if fused else {"foreach": False}))
+
+
+def setup(strategy: str, config: GPTConfig, ctx, bf16: bool = False,
+          seed: int = 0, **wrap_kw):
+    """Model, optimizer and autocast of a data-parallel strategy.
+
+    What the runs of labs 1, 3 and 4 train (and the dry run executes):
+    ``wrap(build(config, seed), strategy, ctx, bf16=bf16, **wrap_kw)``,
+    :func:`make_optimizer`, :func:`labkit.wrap.autocast`.
+    """
+    from labkit.wrap import autocast, wrap
+    model = wrap(build(config, seed), strategy, ctx, bf16=bf16, **wrap_kw)
+    return model, make_optimizer(model), autocast(ctx, strategy, bf16)
 
 
 def maybe_compile(model: torch.nn.Module, enabled: bool = False,

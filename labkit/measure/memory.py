@@ -33,7 +33,8 @@ def unique_bytes(tensors: Iterable[torch.Tensor | None]) -> int:
         if t is None:
             continue
         s = _local(t).untyped_storage()
-        key = (s.data_ptr(), s.device) if s.nbytes() else id(s)
+        # the StorageImpl's address: one per storage, fake tensors too
+        key = s._cdata if s.nbytes() else id(s)
         if key in seen:
             continue
         seen.add(key)
@@ -66,6 +67,11 @@ def unsharded_param_bytes(model: torch.nn.Module) -> int:
     FlatParameter's ``_full_param_padded``. Freed buffers have 0 bytes.
     0 for a model without FSDP.
     """
+    return unique_bytes(unsharded_buffers(model))
+
+
+def unsharded_buffers(model: torch.nn.Module) -> list[torch.Tensor]:
+    """FSDP's buffers for the gathered weights (see above)."""
     tensors = []
     for m in model.modules():
         get_state = getattr(m, "_get_fsdp_state", None)  # FSDP2
@@ -77,7 +83,7 @@ def unsharded_param_bytes(model: torch.nn.Module) -> int:
         flat = getattr(handle, "flat_param", None)
         if flat is not None and hasattr(flat, "_full_param_padded"):
             tensors.append(flat._full_param_padded)
-    return unique_bytes(tensors)
+    return tensors
 
 
 def saved_activation_bytes(fn, *inputs) -> int:

@@ -42,15 +42,13 @@ from labkit.measure.memory import (activation_bytes, model_state_bytes,
                                    unsharded_param_bytes)
 from labkit.model import (add_shape_arguments, batch, build, config_from_args,
                          count_params, GPTConfig, local_batch)
-from labkit.train import make_optimizer, mean_over_ranks
-from labkit.wrap import STRATEGIES, autocast, wrap
+from labkit.train import mean_over_ranks, setup
+from labkit.wrap import STRATEGIES, autocast
 
 
 def run_strategy(strategy: str, config: GPTConfig, ctx, steps: int,
                  batch_size: int, bf16: bool, seed: int) -> dict:
-    model = wrap(build(config, seed), strategy, ctx, bf16=bf16)
-    opt = make_optimizer(model)
-    amp = autocast(ctx, strategy, bf16)
+    model, opt, amp = setup(strategy, config, ctx, bf16, seed)
     D.reset_peak(ctx.device)
     losses, unsharded, step_s = [], None, []
     t0 = time.perf_counter()

@@ -49,16 +49,15 @@ from labkit.measure.collectives import CollectiveCounter
 from labkit.model import (add_shape_arguments, build, config_from_args,
                          count_params, GPTConfig, rank_batches,
                          sharding_units)
-from labkit.train import make_optimizer, mean_over_ranks, train_step
-from labkit.wrap import STRATEGIES, autocast, check_strategy, wrap
+from labkit.train import make_optimizer, mean_over_ranks, setup, train_step
+from labkit.wrap import STRATEGIES, autocast, check_strategy
 
 
 def run_strategy(strategy: str, config: GPTConfig, ctx, a,
                  bucket_cap_mb: float) -> dict:
-    model = wrap(build(config, a.seed), strategy, ctx, bf16=a.bf16,
-                 bucket_cap_mb=bucket_cap_mb, shard_group=a.shard_group)
-    opt = make_optimizer(model)
-    amp = autocast(ctx, strategy, a.bf16)
+    model, opt, amp = setup(strategy, config, ctx, a.bf16, a.seed,
+                            bucket_cap_mb=bucket_cap_mb,
+                            shard_group=a.shard_group)
     losses, per_step, records = [], [], []
     for x, y in rank_batches(config, a.batch, ctx, a.steps, a.seed):
         dist.sync(ctx)

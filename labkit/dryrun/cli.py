@@ -1,0 +1,147 @@
+"""``python -m labkit dryrun``: the command line of :mod:`labkit.dryrun`.
+
+    python -m labkit dryrun --profile gpu8 --json
+    python -m labkit dryrun --layers 80 --hidden 8192 --heads 64 \
+        --vocab 32000 --seq 4096 --batch 1 --gpus 16 --strategy fsdp2_full
+
+A table (GB = 1e9 bytes) or ``--json`` (bytes) per lab and rank role; exit
+status 1 when a lab's model states differ from the ledger by > 1 %.
+"""
+from __future__ import annotations
+
+import json
+
+from labkit.dryrun import labs as L
+from labkit.dryrun.step import dry_step
+
+GB = 1e9
+ROWS = ("params", "grads", "optimizer", "activations", "gathered", "other",
+        "peak")
+
+
+def gpu_bytes(name: str) -> float:
+    from labkit.predict.choosing import GPUS
+    if name not in GPUS:
+        raise ValueError(f"unknown --gpu {name!r}; choose from "
+                         f"{', '.join(GPUS)}")
+    return GPUS[name].memory
+
+
+def verdict(measured: dict, pred: dict, gpu: float) -> dict:
+    states = sum(measured[k] for k in ("params", "grads", "optimizer"))
+    ratio = states / pred["states"] if pred.get("states") else None
+    # PyTorch's own execution must agree with the ledger (a wrong dtype or
+    # an unsharded tensor shows here first)
+    return {**measured, "states": states, "predicted": pred,
+            "states_ratio": ratio,
+            "agrees": ratio is None or abs(ratio - 1) <= 0.01,
+            "gpu_bytes": gpu, "fits": measured["peak"] <= gpu,
+            "margin_bytes": gpu - measured["peak"]}
+
+
+def run_cases(cases: list, gpu: float, cache: dict) -> list[dict]:
+    rows = []
+    for c in cases:
+        key = c.key or id(c)
+        if key not in cache:
+            cache[key] = (c.lab, c.variant, dry_step(c))
+        first_lab, first_variant, measured = cache[key]
+        row = {"variant": c.variant, "role": c.role, "rank": c.rank,
+               "world_size": c.world_size,
+               **verdict(measured, c.predicted, gpu)}
+        if (first_lab, first_variant) != (c.lab, c.variant):
+            row["same_run_as"] = f"{first_lab}/{first_variant}"
+        rows.append(row)
+    return rows
+
+
+def dry_profile(profile: str, gpu: float, only: str | None = None) -> dict:
+    """Every lab of ``labs/profiles/<profile>.yaml``: its rows or why not."""
+    from labkit.preflight import load_profile
+    prof = load_profile(profile)
+    if only is not None and only not in prof:
+        raise ValueError(f"no lab {only!r} in profile {profile}")
+    out, cache = {}, {}
+    for name, section in prof.items():
+        if only is not None and name != only:
+            continue
+        if name in L.ADAPTERS:
+            out[name] = {"cases": run_cases(L.ADAPTERS[name](section), gpu,
+                                            cache)}
+            if name == "zero":
+                out[name]["not_dry_run"] = L.ZERO_DEEPSPEED
+        else:
+            out[name] = {"cannot": L.REASONS.get(
+                name, "no dry-run adapter yet (labkit/dryrun/labs.py)")}
+    return out
+
+
+def dry_shape(a) -> dict:
+    c = L.GPTConfig(vocab=a.vocab, seq=a.seq, layers=a.layers,
+                    hidden=a.hidden, heads=a.heads)
+    case = L.dp_case("shape", a.strategy, c, a.gpus, a.batch * a.gpus,
+                     not a.fp32)
+    return {"shape": {"cases": run_cases([case], gpu_bytes(a.gpu), {})}}
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--profile", help="gpu8, gpu1, cpu: every lab of the "
+                   "profile at its sizes")
+    p.add_argument("--only", help="one lab of the profile")
+    p.add_argument("--gpu", default="h100-80gb",
+                   help="the GPU whose memory decides 'fits'")
+    for name in ("layers", "hidden", "heads", "vocab", "seq"):
+        p.add_argument(f"--{name}", type=int, help="free shape: " + name)
+    p.add_argument("--batch", type=int, default=1,
+                   help="free shape: micro-batch per rank")
+    p.add_argument("--gpus", type=int, default=8)
+    p.add_argument("--strategy", default="fsdp2_full",
+                   help="free shape: a labkit.wrap strategy")
+    p.add_argument("--fp32", action="store_true",
+                   help="free shape: fp32 compute (default bf16)")
+    p.add_argument("--json", action="store_true")
+
+
+def main(a) -> int:
+    shape = [a.layers, a.hidden, a.heads, a.vocab, a.seq]
+    if a.profile and any(v is not None for v in shape):
+        raise ValueError("give --profile or a free shape, not both")
+    if a.profile:
+        out = dry_profile(a.profile, gpu_bytes(a.gpu), a.only)
+    elif all(v is not None for v in shape):
+        from labkit.wrap import check_strategy
+        check_strategy(a.strategy, a.gpus)
+        out = dry_shape(a)
+    else:
+        raise ValueError("give --profile NAME or all of --layers --hidden "
+                         "--heads --vocab --seq")
+    bad = [f"{lab}/{r['variant']}" for lab, res in out.items()
+           for r in res.get("cases", []) if not r["agrees"]]
+    if a.json:
+        print(json.dumps({"gpu": a.gpu, "labs": out, "unit": "bytes",
+                          "disagree": bad}, indent=1))
+    else:
+        print(table(out, a.gpu))
+        if bad:
+            print("model states differ from the ledger by > 1 %: "
+                  + ", ".join(bad))
+    return 1 if bad else 0
+
+
+def table(out: dict, gpu: str) -> str:
+    lines = [f"dry run, per rank, GB = 1e9 bytes; GPU {gpu}"]
+    head = "".join(f"{r[:6]:>8s}" for r in ROWS)
+    for name, res in out.items():
+        if "cannot" in res:
+            lines.append(f"{name}: not dry-run: {res['cannot']}")
+            continue
+        lines.append(f"{name}:")
+        lines.append(f"  {'variant':22s}{'ranks':>6s}{head}{'pred':>8s}"
+                     "  fits (margin)")
+        for r in res["cases"]:
+            cells = "".join(f"{r[k] / GB:8.2f}" for k in ROWS)
+            fit = "fits" if r["fits"] else "DOES NOT FIT"
+            lines.append(f"  {r['variant']:22s}{r['world_size']:6d}{cells}"
+                         f"{r['predicted']['total'] / GB:8.2f}  {fit} "
+                         f"({r['margin_bytes'] / GB:+.1f})")
+    return "\n".join(lines)

@@ -1,0 +1,214 @@
+"""Each lab, as its run module builds it, at a profile's sizes.
+
+An adapter is one function registered under the lab's name; it reads the
+lab's section of ``labs/profiles/<profile>.yaml`` and returns the
+:class:`Case` s to dry-run -- one per variant and per *rank role* (ranks
+that hold the same tensors share one fake rank). A lab that cannot be
+dry-run is registered with :func:`cannot` and a reason. Adding a lab::
+
+    @lab("mesh")
+    def _mesh(p: dict) -> list[Case]:
+        cfg = gpt_config(p["model"])
+        return [Case("mesh", "fsdp+tp", "rank 0", p["world_size"], 0,
+                     setup=lambda ctx: my_run_module.setup(cfg, ctx),
+                     predicted=...)]
+
+``setup(ctx)`` returns ``(model, optimizer or None, step)``; ``step``
+takes the :class:`~labkit.dryrun.account.Tracker` and runs forward
+(through ``tracker.forward``), backward and the optimizer step exactly
+as the run module does. Reuse the run module's own building function.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from labkit.model import GPTConfig, batch, local_batch
+from labkit.predict.memory import (activation_bytes_per_layer, gpt_params,
+                                   ledger)
+from labkit.wrap import ZERO_EQUIVALENT
+
+ADAPTERS: dict[str, Callable[[dict], list]] = {}
+REASONS: dict[str, str] = {}
+
+
+@dataclass
+class Case:
+    lab: str
+    variant: str
+    role: str
+    world_size: int
+    rank: int
+    setup: Callable = field(repr=False)
+    predicted: dict = field(default_factory=dict)
+    key: tuple = ()  # equal keys: the same run, dry-run once
+
+
+def lab(name: str):
+    def register(fn):
+        ADAPTERS[name] = fn
+        return fn
+    return register
+
+
+def cannot(name: str, reason: str) -> None:
+    REASONS[name] = reason
+
+
+def gpt_config(m: dict) -> GPTConfig:
+    return GPTConfig(**{k: m[k] for k in ("layers", "hidden", "heads",
+                                          "vocab", "seq")})
+
+
+def predicted(c: GPTConfig, strategy: str, world: int, micro_batch: int,
+              bf16: bool, shard_group: int | None = None) -> dict:
+    """The ledger (fp32 weights and Adam: 16 bytes per parameter, ZeRO
+    Sec. 3.1) and Korthikanti et al. 2022's activations (Table 2)."""
+    psi = gpt_params(c.layers, c.hidden, c.heads, c.vocab, c.seq)
+    zero = ZERO_EQUIVALENT[strategy]
+    kw = {"shard_group": shard_group} if zero == "hybrid_shard" else {}
+    led = ledger(psi, world, zero, precision="fp32", **kw)
+    act = c.layers * activation_bytes_per_layer(c.seq, micro_batch,
+                                                c.hidden, c.heads)
+    act *= 1 if bf16 else 2  # Table 2 counts 16-bit activations
+    return {"params": led.params_gpu, "grads": led.grads_gpu,
+            "optimizer": led.optimizer_gpu, "gathered": led.transient_gpu,
+            "activations": act, "states": led.params_gpu + led.grads_gpu
+            + led.optimizer_gpu, "total": led.gpu_total + act}
+
+
+def dp_case(lab_name: str, strategy: str, c: GPTConfig, world: int,
+            global_batch: int, bf16: bool, **wrap_kw) -> Case:
+    """A data-parallel strategy as :func:`labkit.train.setup` builds it
+    (labs 1, 3, 4, 7, 8): every rank holds the same, rank 0 stands for all.
+    """
+    from labkit.train import setup as dp_setup
+
+    def setup(ctx):
+        from labkit.dryrun.fake import fake_ddp_hook
+        model, opt, amp = dp_setup(strategy, c, ctx, bf16, 0, **wrap_kw)
+        if strategy == "ddp" and ctx.backend == "fake":
+            fake_ddp_hook(model)
+        x, y = local_batch(*batch(c, global_batch, 0, device=ctx.device),
+                           ctx.rank, ctx.world_size)
+
+        def step(tracker):  # labkit.train.train_step, forward counted
+            opt.zero_grad(set_to_none=True)
+            with amp:
+                loss = tracker.forward(model, x, y)
+            loss.backward()
+            opt.step()
+        return model, opt, step
+    micro = global_batch // world
+    used = {k: v for k, v in wrap_kw.items()  # what wrap() reads
+            if k != "shard_group" or "hybrid" in strategy}
+    key = ("dp", strategy, str(c), world, micro, bf16,
+           tuple(sorted(used.items())))
+    return Case(lab_name, strategy, "every rank", world, 0, setup,
+                predicted(c, strategy, world, micro, bf16,
+                          wrap_kw.get("shard_group")), key)
+
+
+@lab("memory")
+def _memory(p: dict) -> list[Case]:
+    c = gpt_config(p["model"])
+    return [dp_case("memory", s, c, w, p["global_batch"], p["bf16"])
+            for w in p["world_sizes"] for s in p["strategies"]]
+
+
+@lab("sharding")
+def _sharding(p: dict) -> list[Case]:
+    c = gpt_config(p["model"])
+    return [dp_case("sharding", s, c, p["world_size"], p["global_batch"],
+                    p["bf16"], shard_group=p["shard_group"])
+            for s in p["strategies"]]
+
+
+@lab("zero")
+def _zero(p: dict) -> list[Case]:
+    c = gpt_config(p["model"])
+    return [dp_case("zero", s, c, p["world_size"], p["global_batch"],
+                    p["bf16"]) for s in p["fsdp"]]
+
+
+@lab("profiling")
+def _profiling(p: dict) -> list[Case]:  # runs/profiling.train: DDP
+    c = gpt_config(p["model"])
+    w = p["world_size"]
+    return [dp_case("profiling", "ddp", c, w, p["batch"] * w, p["bf16"])]
+
+
+@lab("checkpoint")
+def _checkpoint(p: dict) -> list[Case]:  # runs/checkpoint.train: FSDP2
+    c = gpt_config(p["model"])
+    return [dp_case("checkpoint", "fsdp2_full", c, p["world_size"],
+                    p["global_batch"], False)]
+
+
+cannot("collectives", "no model and no training step: the lab's memory is "
+       "its message buffers (up to max_bytes per rank), nothing to dry-run")
+cannot("colossalai", "lab 9's ranks run in the second environment "
+       ".venv-colossalai (torch 2.5.1 and Colossal-AI); the dry run runs in "
+       "the course's .venv (torch 2.13), where Colossal-AI is not "
+       "installed (its plugins under fake tensors: not tried)")
+
+
+@lab("tensor_parallel")
+def _tensor_parallel(p: dict) -> list[Case]:
+    """runs/tensor_parallel: one block, bf16, split over ``tp`` ranks
+    (``dtensor``: parallelize_module; ``scratch``: by hand), one forward,
+    backward and SGD step. Every rank holds the same shapes."""
+    from labkit.runs import tensor_parallel as T
+    dtype = T.DTYPES[p["dtype"]]
+    cfg = GPTConfig(vocab=8, seq=p["seq"], layers=1, hidden=p["hidden"],
+                    heads=p["heads"])
+    b, s, h = p["micro_batch"], p["seq"], p["hidden"]
+    cases = []
+    for tp in p["tp_sizes"]:
+        for variant in ("dtensor", "scratch"):
+            def setup(ctx, tp=tp, variant=variant):
+                from labkit.model import Block
+                ref = Block(cfg).to(device=ctx.device, dtype=dtype)
+                if variant == "dtensor":
+                    from torch.distributed.device_mesh import \
+                        init_device_mesh
+                    mesh = init_device_mesh(ctx.device.type, (tp,))
+                    block = T.dtensor_block(ref, cfg.heads, mesh,
+                                            fused_qkv=False)
+                else:
+                    block = T.scratch_block(ref, cfg.heads, ctx.rank, tp)
+                opt = torch.optim.SGD(block.parameters(), lr=0.1)
+                x = torch.randn(b, s, h, device=ctx.device, dtype=dtype)
+                w = torch.randn(b, s, h, device=ctx.device, dtype=dtype)
+
+                def step(tracker):
+                    out = tracker.forward(block, x.requires_grad_(True))
+                    (out * w).sum().backward()
+                    opt.step()
+                    opt.zero_grad(set_to_none=True)
+                return block, opt, step
+            per = 12 * h * h // tp * dtype.itemsize  # Shoeybi et al. Sec. 3
+            act = activation_bytes_per_layer(s, b, h, p["heads"], tp=tp)
+            cases.append(Case("tensor_parallel", f"{variant} tp={tp}",
+                              "every rank", tp, 0, setup,
+                              # the run drops its gradients after the step
+                              {"params": per, "grads": 0, "optimizer": 0,
+                               "states": per, "activations": act,
+                               "total": per + act}))
+    return cases
+
+
+cannot("pipeline_parallel", "torch.distributed.pipelining's schedule "
+       "starts with a warm-up exchange between stages (a vote tensor sent "
+       "point to point and read with .item(), then shapes pickled with "
+       "send_object_list); a fake rank receives no data (tried: "
+       "DataDependentOutputException in schedules._warmup_p2p)")
+ZERO_DEEPSPEED = ("DeepSpeed variants not dry-run: deepspeed.initialize, "
+                  "forward and backward run on fake tensors, but the "
+                  "engine's step reads the gradient norm for its overflow "
+                  "check (.item(); tried: DataDependentOutputException in "
+                  "stage_1_and_2.has_overflow and stage3's "
+                  "is_invalid_grad_norm); only the lab's FSDP rows are "
+                  "dry-run")

@@ -1,0 +1,139 @@
+"""labkit.dryrun: the gpu8 and gpu1 profiles at their real sizes on fake
+tensors, the 70B exam case, a real CPU run holding the byte counter to what
+was allocated, and a reintroduced bug the dry run must catch."""
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+import torch.distributed as tdist
+
+from labkit.dryrun import cli, labs as L
+from labkit.dryrun.fake import rank_context
+from labkit.dryrun.step import counted_step, dry_step
+from labkit.predict.memory import gpt_params, ledger
+
+GB = 1e9
+
+
+@pytest.fixture(scope="module")
+def gpu8():
+    return cli.dry_profile("gpu8", cli.gpu_bytes("h100-80gb"))
+
+
+@pytest.fixture(scope="module")
+def gpu1():
+    return cli.dry_profile("gpu1", cli.gpu_bytes("h100-80gb"))
+
+
+def _check_profile(out: dict, name: str):
+    from labkit.preflight import load_profile
+    assert set(out) == set(load_profile(name))  # every lab listed
+    for lab, res in out.items():
+        if "cannot" in res:
+            assert len(res["cannot"]) > 20, lab  # a reason, in words
+            continue
+        for row in res["cases"]:
+            assert min(row[k] for k in cli.ROWS) >= 0
+            assert row["peak"] >= row["states"] > 0
+            pred = row["predicted"]
+            # model states exactly as the ledger says (fp32 weights, Adam)
+            assert row["states"] == pytest.approx(pred["states"], rel=0.01)
+            assert row["agrees"]
+            assert row["fits"] == (row["peak"] <= row["gpu_bytes"])
+
+
+def test_gpu8_every_lab(gpu8):
+    _check_profile(gpu8, "gpu8")
+    assert "cannot" in gpu8["pipeline_parallel"]
+    dry = {k for k, v in gpu8.items() if "cases" in v}
+    assert {"memory", "sharding", "zero", "tensor_parallel", "profiling",
+            "checkpoint"} <= dry
+    assert "DeepSpeed" in gpu8["zero"]["not_dry_run"]
+    rows = {r["variant"]: r for r in gpu8["memory"]["cases"]}
+    assert all(r["fits"] for r in rows.values())
+    # FULL_SHARD holds 1/8 of DDP's model states
+    assert rows["fsdp2_full"]["states"] == pytest.approx(
+        rows["ddp"]["states"] / 8, rel=0.01)
+
+
+def test_gpu1_every_lab(gpu1):
+    _check_profile(gpu1, "gpu1")
+    ddp = gpu1["memory"]["cases"][0]
+    assert ddp["world_size"] == 1 and ddp["fits"]
+
+
+def test_70b_does_not_fit_and_halves_on_16_gpus():
+    shape = dict(layers=80, hidden=8192, heads=64, vocab=32000, seq=4096)
+    psi = gpt_params(**shape)
+    c = L.GPTConfig(**shape)
+    rows = {}
+    for n in (8, 16):
+        case = L.dp_case("shape", "fsdp2_full", c, n, n, True)
+        rows[n] = cli.run_cases([case], cli.gpu_bytes("h100-80gb"), {})[0]
+    want = ledger(psi, 8, "full_shard").gpu_total  # 16 psi / 8
+    assert rows[8]["states"] == pytest.approx(want, rel=0.01)
+    assert not rows[8]["fits"]
+    assert rows[16]["states"] == pytest.approx(rows[8]["states"] / 2,
+                                               rel=0.01)
+
+
+def test_mutation_bf16_qkv_bug_is_caught(monkeypatch):
+    """Last round's bug: dtensor_block built its Q, K, V layers with
+    ``nn.Linear(h, h)`` (fp32, default device) beside a bf16 block. At the
+    gpu8 size the dry run must fail on it."""
+    import types
+    from labkit.runs import tensor_parallel as T
+
+    def linear(i, o, device=None, dtype=None, **kw):
+        return torch.nn.Linear(i, o, **kw)  # the fix's device/dtype dropped
+    buggy_nn = types.SimpleNamespace(**{**vars(torch.nn), "Linear": linear})
+    from labkit.preflight import load_profile
+    section = {**load_profile("gpu8")["tensor_parallel"], "tp_sizes": [8]}
+    case = next(c for c in L.ADAPTERS["tensor_parallel"](section)
+                if c.variant.startswith("dtensor"))
+    gpu = cli.gpu_bytes("h100-80gb")
+    assert cli.run_cases([case], gpu, {})[0]["agrees"]  # the fixed code
+    monkeypatch.setattr(T, "nn", buggy_nn)
+    row = cli.run_cases([case], gpu, {})[0]
+    assert not row["agrees"]  # fp32 Q, K, V: more bytes than the ledger
+    assert row["states_ratio"] > 1.2
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp2_full"])
+def test_counter_real_equals_fake_and_allocated(strategy):
+    """The same counted step on real CPU tensors and on fake ones gives the
+    same bytes per category, and the real ones are what was allocated."""
+    c = L.GPTConfig(layers=2, hidden=64, heads=4, vocab=128, seq=32)
+    case = L.dp_case("t", strategy, c, 1, 4, False)
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ["MASTER_PORT"] = "29517"
+    tdist.init_process_group("gloo", rank=0, world_size=1)
+    try:
+        real = counted_step(case, rank_context(1, 0))
+    finally:
+        tdist.destroy_process_group()
+    fake = dry_step(case)
+    psi = gpt_params(c.layers, c.hidden, c.heads, c.vocab, c.seq)
+    assert real["params"] == 4 * psi  # fp32 weights, allocated
+    assert real["grads"] == 4 * psi
+    assert real["optimizer"] == 8 * psi  # Adam's two moments
+    assert real["activations"] > 0 and real["peak"] > 16 * psi
+    # fused Adam (the node's, the dry run's) keeps its step counters apart
+    # from the loop's: a few bytes of peak
+    assert {k: v for k, v in fake.items() if k != "peak"} == \
+        {k: v for k, v in real.items() if k != "peak"}
+    assert fake["peak"] == pytest.approx(real["peak"], abs=64)
+
+
+def test_command_line_json(capsys):
+    import json
+    from labkit.__main__ import main
+    argv = ["dryrun", "--layers", "2", "--hidden", "64", "--heads", "4",
+            "--vocab", "128", "--seq", "32", "--gpus", "8", "--json"]
+    assert main(argv) == 0
+    row = json.loads(capsys.readouterr().out)["labs"]["shape"]["cases"][0]
+    assert row["agrees"] and row["fits"] and row["gpu_bytes"] == 80e9
+    assert set(cli.ROWS) <= set(row)
+    assert main(["dryrun", "--profile", "nope"]) == 2
