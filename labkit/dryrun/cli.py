@@ -55,19 +55,57 @@ def run_cases(cases: list, gpu: float, cache: dict) -> list[dict]:
     return rows
 
 
-def dry_profile(profile: str, gpu: float, only: str | None = None) -> dict:
-    """Every lab of ``labs/profiles/<profile>.yaml``: its rows or why not."""
+_PENDING: list = []  # the cases a forked worker runs, by index
+
+
+def _dry_step_at(i: int):
+    return i, dry_step(_PENDING[i])
+
+
+def run_all(cases: list, cache: dict, workers: int) -> None:
+    """Fill ``cache`` with one step per distinct case, ``workers`` at once.
+
+    Each step runs in its own forked process (fake mode and the fake
+    process group are per process), so the profile's cases share the
+    machine's cores; only the measured bytes come back."""
+    import multiprocessing as mp
+    todo, seen = [], set()
+    for c in cases:
+        key = c.key or id(c)
+        if key not in cache and key not in seen:
+            seen.add(key)
+            todo.append(c)
+    if workers <= 1 or len(todo) <= 1:
+        return
+    _PENDING[:] = todo
+    try:
+        with mp.get_context("fork").Pool(workers, maxtasksperchild=1) as pool:
+            for i, measured in pool.imap_unordered(_dry_step_at,
+                                                   range(len(todo))):
+                c = todo[i]
+                cache[c.key or id(c)] = (c.lab, c.variant, measured)
+    finally:
+        _PENDING.clear()
+
+
+def dry_profile(profile: str, gpu: float, only: str | None = None,
+                workers: int | None = None) -> dict:
+    """Every lab of ``labs/profiles/<profile>.yaml``: its rows or why not.
+
+    The distinct cases run ``workers`` at a time (default: one per core)."""
+    import os
     from labkit.preflight import load_profile
     prof = load_profile(profile)
     if only is not None and only not in prof:
         raise ValueError(f"no lab {only!r} in profile {profile}")
+    names = [n for n in prof if only is None or n == only]
+    cases = {n: L.ADAPTERS[n](prof[n]) for n in names if n in L.ADAPTERS}
     out, cache = {}, {}
-    for name, section in prof.items():
-        if only is not None and name != only:
-            continue
-        if name in L.ADAPTERS:
-            out[name] = {"cases": run_cases(L.ADAPTERS[name](section), gpu,
-                                            cache)}
+    run_all([c for cs in cases.values() for c in cs], cache,
+            workers or len(os.sched_getaffinity(0)))
+    for name in names:
+        if name in cases:
+            out[name] = {"cases": run_cases(cases[name], gpu, cache)}
             if name == "zero":
                 out[name]["not_dry_run"] = L.ZERO_DEEPSPEED
         else:

@@ -62,6 +62,15 @@ def _apply_fake(original):
     return _apply
 
 
+def _outside_fake(fn):
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    def call(*args, **kwargs):
+        with unset_fake_temporarily():
+            return fn(*args, **kwargs)
+    return call
+
+
 def _mesh_outside_fake(original, cache):
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
@@ -95,6 +104,11 @@ def fake_world(world_size: int, rank: int = 0):
               ddp._verify_param_shape_across_processes)]
     saved += [(mod, "init_device_mesh", mod.init_device_mesh)
               for mod in (dm, dt, fsdp_init)]
+    # FSDP2 over a 2-D mesh concatenates its sub-meshes (a nonzero() on the
+    # mesh tensor): that must see the real mesh, not a fake copy
+    saved.append((dm.DeviceMesh, "_concatenate",
+                  dm.DeviceMesh.__dict__["_concatenate"]))
+    concatenate = dm.DeviceMesh._concatenate
     try:
         nn.Module._apply = _apply_fake(nn.Module._apply)
         # DDP compares shapes across ranks by reading tensor data; every
@@ -102,6 +116,7 @@ def fake_world(world_size: int, rank: int = 0):
         ddp._verify_param_shape_across_processes = lambda *a, **k: None
         for mod in (dm, dt, fsdp_init):
             mod.init_device_mesh = mesh
+        dm.DeviceMesh._concatenate = staticmethod(_outside_fake(concatenate))
         with FakeTensorMode(allow_non_fake_inputs=True):
             yield
     finally:

@@ -212,3 +212,11 @@ ZERO_DEEPSPEED = ("DeepSpeed variants not dry-run: deepspeed.initialize, "
                   "stage_1_and_2.has_overflow and stage3's "
                   "is_invalid_grad_norm); only the lab's FSDP rows are "
                   "dry-run")
+
+# adapters kept in files of their own register themselves on import
+from labkit.dryrun import fit_lab, mesh_lab  # noqa: E402,F401
+cannot("context_parallel", "no adapter yet: ring and Ulysses attention "
+       "exchange K/V blocks point to point (isend/irecv) and by all-to-all, "
+       "which the fake process group was not yet tried with; its memory "
+       "per rank is the one-process activations / CP degree, measured on "
+       "CPU by lab 11")
