@@ -290,3 +290,67 @@ def colossalai(profile, world_size, plugins, model, global_batch, steps,
     python = ROOT / ".venv-colossalai" / "bin" / "python"
     require(python.exists(), f"no {python}: run `make colossalai` first")
     return backend, config, python
+
+
+def mesh(profile, world_size, layouts, model, global_batch):
+    """Lab 10. Returns ``(on_gpu, config, layouts)``: the parsed layouts
+    (``{"dp", "tp", "sp", "name"}`` each)."""
+    from labkit.launch import pick_backend
+    from labkit.model import GPTConfig
+    from labkit.runs.mesh import parse_layout
+
+    on_gpu = _profile(profile)
+    require(isinstance(world_size, int) and world_size >= 2,
+            f"world_size must be an integer >= 2, got {world_size!r}")
+    pick_backend(world_size, require_gpu=on_gpu)
+    config = GPTConfig(**model)             # checks the shape
+    lays = [parse_layout(s, world_size) for s in layouts]   # DxT = N
+    for lay in lays:
+        require(config.heads % lay["tp"] == 0
+                and config.hidden % lay["tp"] == 0,
+                f"{lay['name']}: heads and hidden must divide by tp")
+        require(global_batch % lay["dp"] == 0,
+                f"{lay['name']}: global_batch must divide by dp")
+        require(not lay["sp"] or config.seq % lay["tp"] == 0,
+                f"{lay['name']}: seq must divide by tp for sequence "
+                "parallelism")
+        sizes = [config.vocab, config.seq, config.hidden]
+        require(all(s % lay["dp"] == 0 for s in sizes),
+                f"{lay['name']}: vocab, seq and hidden must divide by dp "
+                "(exact FSDP shards)")
+    return on_gpu, config, lays
+
+
+def context_parallel(profile, world_sizes, batch, seq, heads, head_dim):
+    """Lab 11. Returns ``on_gpu``."""
+    from labkit.launch import cuda_device_count
+
+    on_gpu = _profile(profile)
+    require(len(world_sizes) > 0 and all(isinstance(p, int) and p >= 2
+                                         for p in world_sizes),
+            f"world_sizes must be integers >= 2, got {world_sizes!r}")
+    require(not on_gpu or max(world_sizes) <= cuda_device_count(),
+            f"{max(world_sizes)} ranks need as many GPUs; "
+            f"{cuda_device_count()} are visible")
+    for p in world_sizes:
+        require(seq % (2 * p) == 0, f"seq {seq} must divide by 2 x {p}")
+        require(heads % p == 0, f"heads {heads} must divide by {p} (Ulysses)")
+    require(all(isinstance(x, int) and x >= 1 for x in (batch, head_dim)),
+            "batch and head_dim must be positive integers")
+    return on_gpu
+
+
+def fit(profile, world_size, model, global_batch, budget_bytes, steps):
+    """Lab 12. Returns ``(backend, config)``."""
+    from labkit.launch import pick_backend
+    from labkit.model import GPTConfig, check_shardable
+
+    on_gpu = _profile(profile)
+    config = GPTConfig(**model)
+    backend = pick_backend(world_size, require_gpu=on_gpu)
+    require(global_batch % world_size == 0,
+            f"global batch {global_batch} does not divide by {world_size}")
+    check_shardable(config, world_size)
+    require(budget_bytes > 0, "budget_bytes must be positive")
+    require(steps >= 2, "steps must be >= 2 (the first step warms up)")
+    return backend, config

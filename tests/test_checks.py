@@ -12,10 +12,9 @@ from labkit import checks
 from labkit.lab import check
 
 ROOT = Path(__file__).resolve().parent.parent
-# the labs whose checks live in labkit.checks (README, "Adding a lab")
+# every lab; its check lives in labkit.checks (README, "Adding a lab")
 LABS = {p.stem.partition("_")[2]: p
-        for p in sorted((ROOT / "labs").glob("[0-9]*_*.ipynb"))
-        if hasattr(checks, p.stem.partition("_")[2])}
+        for p in sorted((ROOT / "labs").glob("[0-9]*_*.ipynb"))}
 
 
 def defaults(lab: str) -> dict:
@@ -49,6 +48,8 @@ def test_the_notebook_defaults_pass(lab):
 
 @pytest.mark.parametrize("lab", sorted(LABS))
 def test_every_lab_has_a_check_and_calls_it(lab):
+    assert callable(getattr(checks, lab, None)), \
+        f"labs/{LABS[lab].name}: no function {lab} in labkit/checks.py"
     nb = json.loads(LABS[lab].read_text())
     calls = [c for c in nb["cells"] if c["cell_type"] == "code"
              and f'check("{lab}", globals())' in "".join(c["source"])]
@@ -84,6 +85,19 @@ BAD = [
     ("colossalai", {"plugins": ["nope"]}, "unknown plugin 'nope'"),
     ("colossalai", {"compare": ["gemini"]}, "GeminiPlugin needs CUDA"),
     ("colossalai", {"plugins": ["gemini"]}, "GeminiPlugin goes in"),
+    ("mesh", {"profile": "tpu64"}, "unknown profile 'tpu64'"),
+    ("mesh", {"world_size": 1}, "world_size must be an integer >= 2"),
+    ("mesh", {"layouts": ["2x3"]}, "2 x 3 != 4 ranks"),
+    ("mesh", {"layouts": ["2by2"]}, "a layout is DPxTP"),
+    ("mesh", {"global_batch": 7}, "global_batch must divide by dp"),
+    ("context_parallel", {"world_sizes": [1]},
+     "world_sizes must be integers >= 2"),
+    ("context_parallel", {"seq": 60}, "seq 60 must divide by 2 x 4"),
+    ("context_parallel", {"heads": 6}, "heads 6 must divide by 4"),
+    ("context_parallel", {"batch": 0}, "batch and head_dim must be positive"),
+    ("fit", {"global_batch": 15}, "global batch 15 does not divide by 2"),
+    ("fit", {"budget_bytes": 0}, "budget_bytes must be positive"),
+    ("fit", {"steps": 1}, "steps must be >= 2"),
 ]
 
 
