@@ -19,13 +19,19 @@ check N of q failed"; the code of a test is never quoted.
 """
 from __future__ import annotations
 
+import builtins
 import json
 import os
+import re
 import sys
 
 from grading.plain import NotPlain, decode, encode
 
 CALL_LIMIT = 200_000  # characters of one call's arguments
+
+
+# the line a traceback or a doctest's output ends with: ``Type: message``
+EXCEPTION_LINE = re.compile(r"^\s*\w+(Error|Exception): ")
 
 
 class StudentError(Exception):
@@ -56,6 +62,35 @@ def source(doctest: str) -> str:
         elif ln in (">>>", "..."):
             lines.append("")
     return "\n".join(lines) + "\n"
+
+
+def one_line(text: str) -> str:
+    """A message in one line: the last ``SomeError: message`` line of a
+    text that holds a traceback or a doctest's output (that exception's
+    message, which a check writes for the student), else the first line."""
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    last = [ln for ln in lines if EXCEPTION_LINE.match(ln)]
+    if last:
+        kind, _, msg = last[-1].partition(": ")
+        return msg.strip() if kind == "AssertionError" and msg.strip() \
+            else last[-1]
+    return lines[0] if lines else ""
+
+
+def reason(e: BaseException, kind: str, k: int, q: str,
+           unreadable: dict) -> str:
+    """Why case ``k`` of question ``q`` failed, by the check's own message
+    (an assertion's, a build-it check's); never the test's code."""
+    if isinstance(e, AssertionError):
+        return one_line(str(e)) or f"{kind} check {k} of {q} failed"
+    if isinstance(e, NameError):
+        n = getattr(e, "name", None) or str(e)
+        return (f"`{n}` is {unreadable[n]}" if n in unreadable
+                else f"`{n}` is not defined")
+    if isinstance(e, StudentError):
+        return one_line(str(e))
+    return f"{kind} check {k} of {q} failed: " + one_line(
+        f"{type(e).__name__}: {e}")
 
 
 def shield() -> None:
@@ -126,7 +161,9 @@ def main(job_path: str) -> None:
         proto.write(json.dumps(out) + "\n")
         proto.flush()
         return
-    own = set(ns)
+    # names the setup or Python defines: a student's `abs` or `C` is not
+    # the one the tests call
+    own = set(ns) | set(dir(builtins))
     # the student's answers come only now: the setup ran meanwhile
     line = replies.readline()
     values = json.loads(line)["values"] if line else {}
@@ -159,17 +196,8 @@ def main(job_path: str) -> None:
                              "exec"), ns)
                 got += case["points"]
                 continue
-            except AssertionError as e:
-                msg = str(e).strip() or f"{kind} check {k} of {q} failed"
-            except NameError as e:
-                n = getattr(e, "name", None) or str(e)
-                msg = (f"`{n}` is {unreadable[n]}" if n in unreadable
-                       else f"`{n}` is not defined")
-            except StudentError as e:
-                msg = str(e)
             except BaseException as e:  # noqa: BLE001
-                msg = (f"{kind} check {k} of {q} failed: "
-                       f"{type(e).__name__}: {e}")
+                msg = reason(e, kind, k, q, unreadable)
             reasons.append(msg[:200])
         most = float(test["points"])
         results[q] = {"points": min(max(got, 0.0), most), "max": most,

@@ -1,4 +1,4 @@
-# lab: 06_pipeline_parallel
+# lab: 02_collectives
 # base: solution
 # expect: full (kill -1 reaches only its own jail; it answered honestly)
 # Answers everything, then kills every process it can see: only those

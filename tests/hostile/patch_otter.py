@@ -1,4 +1,4 @@
-# lab: 06_pipeline_parallel
+# lab: 02_collectives
 # base: student
 # expect: 0
 # Make otter (and anything called "check") report full marks.

@@ -1,4 +1,4 @@
-# lab: 06_pipeline_parallel
+# lab: 02_collectives
 # base: student
 # expect: 0
 # Rewrite every autograder test file it can find to give 150 points.
@@ -28,5 +28,5 @@ for t in targets:
     except OSError:
         pass
 os.makedirs("tests", exist_ok=True)
-for q in ("q1_smallest_m", "q2_activations", "q3_interleaved"):
+for q in ("q1_ring_bytes", "q2_crossover", "q3_busbw"):
     Path("tests", f"{q}.py").write_text(FORGED % q)
