@@ -83,7 +83,7 @@ book: $(if $(LABS_FROM),$(STAMP),labs) web-tools
 test: $(STAMP) web-tools grade-tools $(CAI_STAMP)
 	$(BIN)/python scripts/build_book.py --strict
 	LABKIT_BOOK_BUILT=1 $(BIN)/python -m pytest tests labs --nbval-lax \
-		--durations=15 -q
+		--durations=40 -q
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest tests -q -m "not distributed"

@@ -32,9 +32,14 @@ def make_optimizer(model: torch.nn.Module, lr: float = LR):
     On CUDA the fused kernel (one launch for every parameter, the same
     update and the same two moments); on CPU the plain per-parameter loop.
     """
+    from torch.distributed.tensor import DTensor
     params = list(model.parameters())
     fused = bool(params) and (FUSED if FUSED is not None else
                               all(p.device.type == "cuda" for p in params))
+    # the fused kernel refuses a mix of DTensors and plain tensors (a TP
+    # plan without FSDP leaves the norms and embeddings plain): per
+    # parameter there, as on the node
+    fused = fused and len({isinstance(p, DTensor) for p in params}) == 1
     return torch.optim.Adam(params, lr=lr, **(
         {"fused": True} if fused else {"foreach": False}))
 

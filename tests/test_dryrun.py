@@ -68,10 +68,7 @@ def test_70b_does_not_fit_and_halves_on_16_gpus():
     shape = dict(layers=80, hidden=8192, heads=64, vocab=32000, seq=4096)
     psi = gpt_params(**shape)
     c = L.GPTConfig(**shape)
-    rows = {}
-    for n in (8, 16):
-        case = L.dp_case("shape", "fsdp2_full", c, n, n, True)
-        rows[n] = cli.run_cases([case], cli.gpu_bytes("h100-80gb"), {})[0]
+    rows = cli.shape_rows(c, "fsdp2_full", [8, 16], "h100-80gb")
     want = ledger(psi, 8, "full_shard").gpu_total  # 16 psi / 8
     assert rows[8]["states"] == pytest.approx(want, rel=0.01)
     assert not rows[8]["fits"]
@@ -84,7 +81,7 @@ def test_mutation_bf16_qkv_bug_is_caught(monkeypatch):
     ``nn.Linear(h, h)`` (fp32, default device) beside a bf16 block. At the
     gpu8 size the dry run must fail on it."""
     import types
-    from labkit.runs import tensor_parallel as T
+    from labkit.runs import tp_layers as T  # where Q, K, V are built
 
     def linear(i, o, device=None, dtype=None, **kw):
         return torch.nn.Linear(i, o, **kw)  # the fix's device/dtype dropped

@@ -114,12 +114,24 @@ def dry_profile(profile: str, gpu: float, only: str | None = None,
     return out
 
 
+def shape_rows(c, strategy: str, gpus: list[int], gpu: str = "h100-80gb",
+               batch: int = 1, bf16: bool = True) -> dict[int, dict]:
+    """One free shape at several world sizes (the 70B case of chapter 1):
+    its row per world size, the sizes run one per core."""
+    import os
+    cases = {n: L.dp_case("shape", strategy, c, n, batch * n, bf16)
+             for n in gpus}
+    cache: dict = {}
+    run_all(list(cases.values()), cache, len(os.sched_getaffinity(0)))
+    return {n: run_cases([case], gpu_bytes(gpu), cache)[0]
+            for n, case in cases.items()}
+
+
 def dry_shape(a) -> dict:
     c = L.GPTConfig(vocab=a.vocab, seq=a.seq, layers=a.layers,
                     hidden=a.hidden, heads=a.heads)
-    case = L.dp_case("shape", a.strategy, c, a.gpus, a.batch * a.gpus,
-                     not a.fp32)
-    return {"shape": {"cases": run_cases([case], gpu_bytes(a.gpu), {})}}
+    rows = shape_rows(c, a.strategy, [a.gpus], a.gpu, a.batch, not a.fp32)
+    return {"shape": {"cases": [rows[a.gpus]]}}
 
 
 def add_arguments(p) -> None:

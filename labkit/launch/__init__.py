@@ -151,10 +151,12 @@ def launch(module: str, nproc: int, args: list | tuple | dict = (), *,
             _kill_orphans(run_dir)
     if rc != 0:
         rdzv = rendezvous_failure(run_dir / "torchrun.log", endpoint)
-        raise LaunchError(f"{what}: {rdzv}; run folder {run_dir}" if rdzv
-                          else failure_report(
-                              run_dir, nproc, f"{what} failed (torchrun "
-                              f"exit status {rc})"))
+        if rdzv and not _ranks_ran(run_dir):  # one line: nothing else to see
+            raise LaunchError(f"{what}: {rdzv}; run folder {run_dir}")
+        # the ranks ran (a node died mid-run, say): their logs say why
+        raise LaunchError(failure_report(
+            run_dir, nproc, f"{what} failed (torchrun exit status {rc})"
+            + (f"; {rdzv}" if rdzv else "")))
     return _collect(run_dir, nproc, nnodes)
 
 
@@ -163,10 +165,16 @@ def _timed_out(run_dir: Path, nproc: int, endpoint, what: str,
     head = (f"{what} timed out after {timeout:.0f} s; all its processes "
             "were killed")
     rdzv = rendezvous_failure(run_dir / "torchrun.log", endpoint)
-    if rdzv or (endpoint and not rank_logs(run_dir)):  # the nodes never met
+    if not _ranks_ran(run_dir) and (rdzv or endpoint):  # never met
         return (f"{head}: {rdzv or 'the nodes never met at the rendezvous'}"
                 f"; run folder {run_dir}")
     return failure_report(run_dir, nproc, head)
+
+
+def _ranks_ran(run_dir: Path) -> bool:
+    """Whether any rank of this node wrote to its log."""
+    return any(f.stat().st_size for fs in rank_logs(run_dir).values()
+               for f in fs)
 
 
 def _collect(run_dir: Path, nproc: int, nnodes: int) -> list[dict]:
