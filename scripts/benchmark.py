@@ -28,6 +28,7 @@ has one, and times `make test` there, virtual environment set-up included
 from __future__ import annotations
 
 import argparse
+import csv
 import datetime as dt
 import json
 import os
@@ -138,9 +139,10 @@ def bench_assignments() -> list[dict]:
                                 str(Path(tmp) / "in"), "--out", tmp],
                                capture_output=True, text=True)
             seconds = time.perf_counter() - t0
-            with open(Path(tmp) / "grades.csv") as f:
-                lost = [ln for ln in f.read().splitlines()[1:]
-                        if not ln.split(",")[-1] == ""]
+            with open(Path(tmp) / "grades.csv", newline="") as f:
+                # the key must get every point, with no reason given
+                lost = [",".join(r.values()) for r in csv.DictReader(f)
+                        if r["reason"] or r["points"] != r["max"]]
         ok = g.returncode == 0 and not lost
         rows.append(row(f"grade one submission ({key.stem})",
                         GRADE_ONE_BUDGET_S, seconds,
