@@ -26,6 +26,20 @@ def _profile(profile) -> bool:
     return profile != "cpu"
 
 
+def _sizes(sizes, what: str, on_gpu: bool) -> int:
+    """World sizes (``what``) as integers >= 2, and on a GPU profile as
+    many visible GPUs as the largest; returns the largest."""
+    from labkit.launch import cuda_device_count
+    require(len(sizes) > 0 and all(isinstance(n, int) and n >= 2
+                                   for n in sizes),
+            f"{what} must be integers >= 2, got {sizes!r}")
+    world = max(sizes)
+    require(not on_gpu or world <= cuda_device_count(),
+            f"{world} ranks need as many GPUs; {cuda_device_count()} are "
+            "visible")
+    return world
+
+
 def memory(profile, world_sizes, strategies, model, global_batch, steps,
            fit_to_gpu=False):
     """Lab 1. Returns ``(backend, config, model)``; ``fit_to_gpu`` trims the
@@ -70,16 +84,10 @@ def memory(profile, world_sizes, strategies, model, global_batch, steps,
 def collectives(profile, world_sizes, min_bytes, max_bytes, factor, warmup,
                 iters, link=None):
     """Lab 2. Returns ``on_gpu``."""
-    from labkit.launch import cuda_device_count
     from labkit.predict import collectives as C
 
     on_gpu = _profile(profile)
-    require(len(world_sizes) > 0 and all(isinstance(n, int) and n >= 2
-                                         for n in world_sizes),
-            f"world sizes must be integers >= 2, got {world_sizes}")
-    require(not on_gpu or max(world_sizes) <= cuda_device_count(),
-            f"{max(world_sizes)} ranks need as many GPUs; "
-            f"{cuda_device_count()} are visible")
+    _sizes(world_sizes, "world sizes", on_gpu)
     require(1 <= min_bytes <= max_bytes, "need 1 <= min_bytes <= max_bytes")
     require(isinstance(factor, int) and factor >= 2, "factor must be >= 2")
     require(iters >= 1 and warmup >= 0, "iters >= 1 and warmup >= 0")
@@ -146,15 +154,9 @@ def zero(profile, world_size, model, steps, global_batch, variants, fsdp,
 def tensor_parallel(profile, tp_sizes, hidden, heads, seq, micro_batch,
                     dtype, timing_steps):
     """Lab 5. Returns ``on_gpu``."""
-    from labkit.launch import cuda_device_count
 
     on_gpu = _profile(profile)
-    require(len(tp_sizes) > 0 and all(isinstance(t, int) and t >= 2
-                                      for t in tp_sizes),
-            f"tensor-parallel sizes must be integers >= 2, got {tp_sizes}")
-    require(not on_gpu or max(tp_sizes) <= cuda_device_count(),
-            f"{max(tp_sizes)} ranks need as many GPUs; "
-            f"{cuda_device_count()} are visible")
+    _sizes(tp_sizes, "tensor-parallel sizes", on_gpu)
     require(hidden % heads == 0,
             f"hidden {hidden} must divide by heads {heads}")
     require(all(heads % t == 0 for t in tp_sizes),
@@ -169,17 +171,10 @@ def pipeline_parallel(profile, stages, sweep_stages, schedules, chunks,
                       microbatches, check_microbatches, layers, hidden,
                       heads, dtype, steps, repeats):
     """Lab 6. Returns ``(on_gpu, world)``: the most ranks one run uses."""
-    from labkit.launch import cuda_device_count
     from labkit.predict import pipeline_parallel as PP
 
     on_gpu = _profile(profile)
-    require(len(stages) > 0 and all(isinstance(p, int) and p >= 2
-                                    for p in stages),
-            f"pipeline depths must be integers >= 2, got {stages}")
-    world = max(stages)
-    require(not on_gpu or world <= cuda_device_count(),
-            f"{world} ranks need as many GPUs; {cuda_device_count()} are "
-            "visible")
+    world = _sizes(stages, "pipeline depths", on_gpu)
     require(set(schedules) <= set(PP.SCHEDULES) and schedules,
             f"schedules must be among {PP.SCHEDULES}, got {schedules}")
     require(set(sweep_stages) <= set(stages),
@@ -323,15 +318,8 @@ def mesh(profile, world_size, layouts, model, global_batch):
 
 def context_parallel(profile, world_sizes, batch, seq, heads, head_dim):
     """Lab 11. Returns ``on_gpu``."""
-    from labkit.launch import cuda_device_count
-
     on_gpu = _profile(profile)
-    require(len(world_sizes) > 0 and all(isinstance(p, int) and p >= 2
-                                         for p in world_sizes),
-            f"world_sizes must be integers >= 2, got {world_sizes!r}")
-    require(not on_gpu or max(world_sizes) <= cuda_device_count(),
-            f"{max(world_sizes)} ranks need as many GPUs; "
-            f"{cuda_device_count()} are visible")
+    _sizes(world_sizes, "world_sizes", on_gpu)
     for p in world_sizes:
         require(seq % (2 * p) == 0, f"seq {seq} must divide by 2 x {p}")
         require(heads % p == 0, f"heads {heads} must divide by {p} (Ulysses)")
