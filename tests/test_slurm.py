@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # (Slurm does not create it: no folder, no log).
 SBATCH = r"""#!/bin/bash
 script=$1; shift
-opt() { sed -n "s/^#SBATCH --$1=//p" "$script" | head -n 1; }
+opt() { sed -n "/^#SBATCH --$1=/{s///p;q;}" "$script"; }
 export SLURM_JOB_ID=4242 SLURM_JOB_NAME=$(opt job-name)
 export SLURM_JOB_NODELIST='node[1-2]' SLURM_NNODES=$(opt nodes)
 export SLURM_CPUS_PER_TASK=$(opt cpus-per-task) SLURM_SUBMIT_DIR=$PWD
