@@ -79,11 +79,12 @@ book: $(if $(LABS_FROM),$(STAMP),labs) web-tools
 
 # Strict build of the book, labs as committed (they are executed by nbval
 # below, once); then every test, the labs through nbval, and the offline
-# check of the HTML just built.
+# check of the HTML just built. Two pytest-xdist workers, a test module or
+# a notebook at a time (conftest.py): one computes while the other waits.
 test: $(STAMP) web-tools grade-tools $(CAI_STAMP)
 	$(BIN)/python scripts/build_book.py --strict
 	LABKIT_BOOK_BUILT=1 $(BIN)/python -m pytest tests labs --nbval-lax \
-		--durations=40 -q
+		-n 2 --durations=40 -q
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest tests -q -m "not distributed"

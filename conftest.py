@@ -4,12 +4,41 @@ Notebook cells tagged ``gpu`` need CUDA GPUs; without them nbval skips the
 cell instead of failing it (the CPU-safe cells still run and are checked).
 A cell tagged ``gpus-N`` too needs N GPUs: skipped when fewer are visible
 (a one-GPU machine runs the ``gpu`` cells that need one).
+
+``make test`` runs two pytest-xdist workers (``-n 2``): one waits on a
+hang, a timeout or a kill while the other computes. Each test module and
+each notebook is one unit of work, run whole by one worker (its
+module-scoped runs happen once; a notebook's cells stay in order); modules
+that share files outside tmp_path share a unit (``SHARED``). xdist's own
+``--dist loadgroup`` does not work with pytest 9 (it renames
+``item._nodeid``, which pytest 9 no longer reads), hence the scheduler
+below.
 """
 import pytest
 
 # The otter masters are executed by `otter assign` (scripts/assignments.py,
 # tests/test_assignments.py), not a second time by nbval.
 collect_ignore = ["labs/assignments"]
+
+
+# test_assignments writes _build/assignments; test_grade reads it and checks
+# it is unchanged by grading.
+SHARED = {"tests/test_assignments.py": "assignments",
+          "tests/test_grade.py": "assignments"}
+
+
+def _unit(nodeid: str) -> str:
+    path = nodeid.split("::")[0]
+    return SHARED.get(path, path)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByModule(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            return _unit(nodeid)
+    return ByModule(config, log)
 
 
 def _gpu_count() -> int:

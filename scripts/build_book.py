@@ -46,6 +46,35 @@ from labkit.provenance import of_notebook, stamp  # noqa: E402
 
 SOURCES = ["_config.yml", "_toc.yml", "book", "labs"]
 
+# Two extensions the book uses do not declare themselves parallel-safe, and
+# Sphinx then reads serially with a warning (-W: an error). Both are:
+# sphinx_multitoc_numbering (Jupyter Book's own) replaces
+# TocTreeCollector.assign_section_numbers, which runs in the main process
+# after the parallel reads are merged; sphinx-mathjax-offline copies MathJax
+# at build-finished; sphinx_jupyterbook_latex only transforms one page at
+# a time. Checked (2026-12-01): a serial and a parallel build give the same
+# pages, section numbers and search index, but for chapter 7's live
+# profiler timings and pandas' random table ids. On 2 cores the strict
+# build takes 58 s instead of 84-98 s.
+PARALLEL_SAFE = ("sphinx_multitoc_numbering", "sphinx-mathjax-offline",
+                 "sphinx_jupyterbook_latex")
+JUPYTER_BOOK_WITH_JOBS = """
+import importlib, sys, jupyter_book.sphinx as s
+build = s.build_sphinx
+s.build_sphinx = lambda *a, **k: build(*a, **dict(k, jobs={jobs}))
+def declared(setup):
+    return lambda app: dict(setup(app) or {{}}, parallel_read_safe=True,
+                            parallel_write_safe=True)
+for name in %r:
+    m = importlib.import_module(name)
+    m.setup = declared(m.setup)
+import sphinx.builders as b    # one page a task: chapter 1 alone takes 20 s
+b.make_chunks = lambda docnames, nproc, maxbatch=10: [[d] for d in docnames]
+from jupyter_book.cli.main import main
+sys.argv[0] = "jupyter-book"
+main()
+""" % (PARALLEL_SAFE,)
+
 
 def unpack(labs_from: Path, out: Path) -> tuple[Path, list[str]]:
     """A results folder as is, or a bundle unpacked under ``out``: the
@@ -185,6 +214,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--labs-from", type=Path)
     ap.add_argument("--strict", action="store_true")
+    ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
+                    help="chapters read (and executed) at once (default: "
+                    "2, or 1 on one core)")
     ap.add_argument("--student", action="store_true",
                     help="student edition (solutions removed), by default "
                     "in _build/student/_build")
@@ -210,11 +242,15 @@ def main(argv=None) -> int:
                                                "execute_notebooks: \"off\""))
     for d in ("html", ".doctrees", "jupyter_execute"):
         shutil.rmtree(out / d, ignore_errors=True)
-    cmd = [str(Path(sys.executable).with_name("jupyter-book")), "build",
-           str(src), "--builder", "html", "--path-output", str(out.parent), "--all"]
+    # jupyter-book's CLI has no --jobs: its build_sphinx does. Two readers
+    # execute two chapters at once (each chapter runs in its own kernel).
+    cmd = [sys.executable, "-c", JUPYTER_BOOK_WITH_JOBS.format(jobs=a.jobs),
+           "build", str(src), "--builder", "html",
+           "--path-output", str(out.parent), "--all"]
     if a.strict:
         cmd += ["-W", "-n", "--keep-going"]
-    print(" ".join(cmd), flush=True)
+    print("jupyter-book " + " ".join(cmd[3:]) + f"  ({a.jobs} jobs)",
+          flush=True)
     rc = subprocess.call(cmd, cwd=ROOT)
     if rc == 0:
         print(f"book: {out / 'html' / 'index.html'}")

@@ -26,6 +26,12 @@ def _env():
     return dict(os.environ, PYTHONPATH=str(ROOT))
 
 
+def _as_at_a_terminal():
+    """SIGINT as a shell's foreground job has it: a test run started in the
+    background inherits it ignored, and then Python ignores Ctrl-C too."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def wait_until_hanging(run_dir: Path, timeout: float = 180.0) -> None:
     """Until a rank of selftest --mode hang says it hangs (all started)."""
     deadline = time.monotonic() + timeout
@@ -71,7 +77,8 @@ def test_killing_the_owner_ends_the_run(tmp_path):
         run_dir = tmp_path / sig.name
         owners[sig] = (run_dir, subprocess.Popen(
             [sys.executable, "-c", HANG.format(str(run_dir))], cwd=ROOT,
-            env=_env(), start_new_session=True))
+            env=_env(), start_new_session=True,
+            preexec_fn=_as_at_a_terminal))
     try:
         for run_dir, _ in owners.values():
             wait_until_hanging(run_dir)

@@ -32,3 +32,29 @@ def test_ledger_equals_measured(precision, recompute):
         if recompute == "none":
             assert hooked_bytes(model, x, y, amp) == A.total(pred)
         got["loss"].backward()   # the kept tensors are enough for backward
+
+
+def test_a_buffer_the_backend_still_holds_is_waited_for():
+    """gloo's worker thread drops its reference to a collective's buffer a
+    moment after the wait returns (CI: FSDP2's all-gather buffer, once):
+    such a storage is given time, and counted only if it stays alive."""
+    import threading
+    import time
+
+    from labkit.measure import activations as MA
+
+    mode = MA._NewStorages(set())
+    held = [torch.empty(1000)]
+    kept = torch.empty(10)
+    for t in (held[0], kept):
+        k = MA._key(t)
+        mode.seen[k] = (MA.StorageWeakRef(t.untyped_storage()), "fp32",
+                        "activation", "empty")
+        mode.communicated.add(k)
+    threading.Timer(0.05, held.clear).start()
+    t0 = time.monotonic()
+    MA._settle(mode, skip=-1, settle_s=0.3)
+    waited = time.monotonic() - t0
+    assert 0.3 <= waited < 1.0      # `kept` never goes: the whole budget
+    assert mode.seen[MA._key(kept)][0].expired() is False
+    assert sum(not ref.expired() for ref, *_ in mode.seen.values()) == 1

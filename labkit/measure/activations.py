@@ -17,11 +17,20 @@ counts 0). Parameters are not counted (they exist before the forward);
 autocast's bf16 copies of them are, and are labelled ``weight_cast``.
 Without recomputation, :func:`hooked_bytes` (the saved-tensor hooks, also
 deduplicated by storage, parameters aside) gives the same total.
+
+One race: a buffer handed to a collective (FSDP2's flat all-gather output)
+is freed by FSDP as soon as the collective is waited on, but gloo's worker
+thread drops its own reference a moment later. At the instant the forward
+returns, that buffer can still be alive (CI saw it: +66,048 bytes, the
+head's all-gather buffer, on one rank in one run of several). So the
+storages that went through a ``c10d`` op are given up to ``settle_s`` to
+be released; one still alive then is really kept and counted.
 """
 from __future__ import annotations
 
 import contextlib
 import gc
+import time
 
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
@@ -36,9 +45,12 @@ class _NewStorages(TorchDispatchMode):
         super().__init__()
         self.exclude = exclude
         self.seen: dict = {}
+        self.communicated: set = set()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
+        if func.namespace == "c10d":
+            self.communicated |= {_key(t) for t in _tensors(args)}
         cast = (func is torch.ops.aten._to_copy.default and args
                 and isinstance(args[0], torch.Tensor)
                 and _key(args[0]) in self.exclude)
@@ -57,7 +69,28 @@ def _key(t: torch.Tensor) -> int:
     return t.untyped_storage()._cdata
 
 
-def measure(model, x, y, autocast=None) -> dict:
+def _tensors(args):
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            yield a
+        elif isinstance(a, (list, tuple)):
+            yield from _tensors(a)
+
+
+def _settle(mode: _NewStorages, skip: int, settle_s: float) -> None:
+    """Give the backend up to ``settle_s`` to drop its references to the
+    forward's communication buffers; return as soon as none is alive."""
+    deadline = time.monotonic() + settle_s
+    while time.monotonic() < deadline:
+        alive = [k for k in mode.communicated if k in mode.seen
+                 and k != skip and not mode.seen[k][0].expired()]
+        if not alive:
+            return
+        time.sleep(0.002)
+        gc.collect()
+
+
+def measure(model, x, y, autocast=None, settle_s: float = 1.0) -> dict:
     """Bytes the forward ``model(x, y)`` leaves alive for its backward.
 
     Returns ``{"total", "activation", "weight_cast", "tensors": [(dtype,
@@ -70,6 +103,7 @@ def measure(model, x, y, autocast=None) -> dict:
         loss = model(x, y)
     gc.collect()
     skip = _key(loss)
+    _settle(mode, skip, settle_s)
     tensors = []
     for k, (ref, dtype, kind, op) in mode.seen.items():
         if k == skip or ref.expired():
