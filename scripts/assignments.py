@@ -204,7 +204,13 @@ def main(argv=None) -> int:
     rows.sort(key=lambda r: r["name"])
     for r in rows:
         if r["status"] != "ok":
-            print(f"--- {r['name']}: {r['status']}\n{r['log'][-4000:]}")
+            log = OUT / "logs" / f"{r['name']}.log"
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text(r["log"])
+            text = r["log"] if len(r["log"]) <= 8000 else (
+                r["log"][:3000] + "\n[...]\n" + r["log"][-5000:])
+            print(f"--- {r['name']}: {r['status']} (whole log: "
+                  f"{log.relative_to(ROOT)})\n{text}")
     print(f"\n{'assignment':28s} {'status':8s} {'seconds':>8s}")
     for r in rows:
         print(f"{r['name']:28s} {r['status']:8s} {r['seconds']:8.1f}")

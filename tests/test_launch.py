@@ -40,7 +40,9 @@ def test_crash_shows_the_failing_rank_log(tmp_path):
 
 
 def test_hang_is_killed_at_the_timeout(tmp_path):
-    """A 20 s timeout ends the run, every process of it, within 22 s."""
+    """A 20 s timeout ends the run (which would hang for 600 s), every
+    process of it, well before 30 s (22.2 s seen beside a busy xdist
+    worker; 20.4 s on an idle machine)."""
     run_dir = tmp_path / "run"
     pick_backend(2)                           # torch imported: not timed
     t0 = time.monotonic()
@@ -48,7 +50,7 @@ def test_hang_is_killed_at_the_timeout(tmp_path):
         launch("labkit.runs.selftest", 2, {"mode": "hang"}, timeout=20,
                run_dir=run_dir)
     assert _leftovers(run_dir) == []
-    assert time.monotonic() - t0 < 22
+    assert time.monotonic() - t0 < 30
 
 
 def test_non_empty_run_dir_is_refused_and_kept(tmp_path):
