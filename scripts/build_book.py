@@ -46,8 +46,8 @@ from labkit.provenance import of_notebook, stamp  # noqa: E402
 
 SOURCES = ["_config.yml", "_toc.yml", "book", "labs"]
 
-# Two extensions the book uses do not declare themselves parallel-safe, and
-# Sphinx then reads serially with a warning (-W: an error). Both are:
+# Three extensions the book uses do not declare themselves parallel-safe, and
+# Sphinx then reads serially with a warning (-W: an error). All three are:
 # sphinx_multitoc_numbering (Jupyter Book's own) replaces
 # TocTreeCollector.assign_section_numbers, which runs in the main process
 # after the parallel reads are merged; sphinx-mathjax-offline copies MathJax
