@@ -2,7 +2,7 @@
 
     torchrun --nproc-per-node 2 -m labkit.runs.zero \
         --variants zero0,zero1,zero2,zero3,zero3_offload_params \
-        --steps 3 --fsdp fsdp2_full --reference
+        --steps 3 --fsdp fsdp2_full --reference --torch-zero1
 
     # the same with DeepSpeed's own launcher (it passes --local_rank)
     deepspeed --num_gpus 2 --module labkit.runs.zero --variants zero3
@@ -216,6 +216,8 @@ def parse_args(argv=None):
                    help=f"comma-separated, from: {', '.join(VARIANTS)}")
     p.add_argument("--fsdp", default="",
                    help="comma-separated labkit.wrap strategies to compare")
+    p.add_argument("--torch-zero1", action="store_true",
+                   help="also DDP + torch's ZeroRedundancyOptimizer")
     p.add_argument("--reference", action="store_true",
                    help="rank 0 also trains the single-process reference")
     p.add_argument("--steps", type=int, default=3)
@@ -278,6 +280,9 @@ def main(argv=None) -> None:
         record["runs"][name] = run_deepspeed(name, config, ctx, a)
     for s in a.fsdp:
         record["runs"][s] = run_fsdp(s, config, ctx, a)
+    if a.torch_zero1:   # PyTorch's ZeRO-1, beside DeepSpeed's stage 1
+        from labkit.runs.zero_redundancy import run_torch_zero1
+        record["runs"]["torch_zero1"] = run_torch_zero1(config, ctx, a)
     record["train_s"] = time.perf_counter() - t0
     if a.reference and ctx.rank == 0:
         record["reference"] = reference_losses(config, a.steps, a.batch,
