@@ -29,6 +29,26 @@ def test_who_writes_what():
         C.checkpoint_bytes(PSI, 8, state_dict="half")
 
 
+def test_fsdp_saves_12_bytes_per_parameter_deepspeed_14():
+    """FSDP's fp32 sharded weights are its master copy (issue 29, item 7)."""
+    fsdp = C.checkpoint_bytes(PSI, 8, "full_shard", engine="fsdp")
+    ds = C.checkpoint_bytes(PSI, 8, "zero3", engine="deepspeed")
+    assert sum(fsdp) == pytest.approx(12 * PSI)
+    assert sum(ds) == pytest.approx(14 * PSI)
+    assert C.saved_bytes_per_param(engine="fsdp") == (4.0, 8.0)
+    assert C.saved_bytes_per_param(engine="deepspeed") == (2.0, 12.0)
+    full = C.checkpoint_bytes(PSI, 8, "full_shard", state_dict="full",
+                              engine="fsdp")
+    assert full == [12 * PSI] + [0.0] * 7
+    # fp32 training: no master copy in either
+    assert sum(C.checkpoint_bytes(PSI, 8, "zero3", "fp32", engine="fsdp")) \
+        == pytest.approx(sum(C.checkpoint_bytes(PSI, 8, "zero3", "fp32")))
+    with pytest.raises(ValueError, match="engine"):
+        C.checkpoint_bytes(PSI, 8, engine="megatron")
+    with pytest.raises(ValueError, match="no ZeRO-1/2"):
+        C.checkpoint_bytes(PSI, 8, "zero2", engine="fsdp")
+
+
 def test_write_time_shared_or_local_disks():
     b = C.checkpoint_bytes(PSI, 8, "zero3")
     assert C.write_seconds(b, 1e9) == pytest.approx(sum(b) / 1e9)

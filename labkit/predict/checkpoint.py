@@ -32,12 +32,35 @@ import math
 from labkit.predict.memory import ZERO_STAGE, bytes_per_param, ledger
 
 STATE_DICTS = ("sharded", "full")
+ENGINES = ("deepspeed", "fsdp")
+
+
+def saved_bytes_per_param(precision: str = "mixed", optimizer: str = "adam",
+                          engine: str = "deepspeed") -> tuple[float, float]:
+    """(weight bytes, optimizer-state bytes) a checkpoint keeps per parameter.
+
+    DeepSpeed (and the ZeRO paper's ledger, Sec. 3.1) keeps 16-bit weights
+    plus K bytes of optimizer states *including* an fp32 master copy: 2 +
+    12 = 14 under mixed-precision Adam. FSDP (FSDP2's ``MixedPrecisionPolicy``,
+    FSDP1's ``MixedPrecision``) keeps its sharded weights in fp32 and casts
+    them to 16 bits for compute only: the fp32 weights *are* the master
+    copy, so it saves 4 + (K - 4) = 12 (torch/distributed/fsdp/
+    _fully_shard/_fsdp_api.py, ``MixedPrecisionPolicy``: "FSDP ... keeps
+    the high-precision sharded parameters in memory anyway").
+    """
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+    b = bytes_per_param(precision, optimizer)
+    if engine == "fsdp" and precision == "mixed":
+        return 4.0, b.optimizer - 4.0
+    return b.params, b.optimizer
 
 
 def checkpoint_bytes(params: float, world_size: int = 1,
                      strategy: str = "zero3", precision: str = "mixed",
                      optimizer: str = "adam",
-                     state_dict: str = "sharded") -> list[float]:
+                     state_dict: str = "sharded",
+                     engine: str = "deepspeed") -> list[float]:
     """Model-state bytes each rank writes, rank 0 first.
 
     ``state_dict="full"`` is FSDP's full state dict (or any strategy saved
@@ -45,6 +68,8 @@ def checkpoint_bytes(params: float, world_size: int = 1,
     Weights and optimizer states come from the ledger (ZeRO paper Sec. 3.1:
     mixed-precision Adam keeps 2 bytes of weights and K = 12 of optimizer
     states per parameter; fp32 Adam 4 + 8); gradients are not saved.
+    ``engine="fsdp"`` counts FSDP's fp32 weights without a separate master
+    copy (:func:`saved_bytes_per_param`).
     """
     if state_dict not in STATE_DICTS:
         raise ValueError(f"state_dict must be one of {STATE_DICTS}, got "
@@ -52,16 +77,20 @@ def checkpoint_bytes(params: float, world_size: int = 1,
     if strategy == "hybrid_shard":
         raise ValueError("hybrid_shard replicates across groups: give the "
                          "shard group as world_size and strategy zero3")
+    w, opt = saved_bytes_per_param(precision, optimizer, engine)
     led = ledger(params, world_size, strategy, precision, optimizer)
-    b = bytes_per_param(precision, optimizer)
-    full = led.params * (b.params + b.optimizer)
     stage = ZERO_STAGE[strategy]
+    if engine == "fsdp" and stage in (1, 2):
+        raise ValueError(f"{strategy}: FSDP has no ZeRO-1/2 layout; use "
+                         "full_shard / zero3 or a full state dict")
     if state_dict == "full" or stage == 0:
-        return [full] + [0.0] * (world_size - 1)
+        return [led.params * (w + opt)] + [0.0] * (world_size - 1)
     if stage in (1, 2):
         rest = [led.optimizer_gpu] * world_size
-        rest[0] += led.params * b.params
+        rest[0] += led.params * w
         return rest
+    if engine == "fsdp":
+        return [led.params * (w + opt) / world_size] * world_size
     return [led.params_gpu + led.optimizer_gpu] * world_size
 
 
