@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from labkit import checks
-from labkit.predict.memory import GB, activation_bytes_model
+from labkit.predict.checkpoint import saved_bytes_per_param
+from labkit.predict.memory import GB, activation_bytes_model, ledger
 
 ROOT = Path(__file__).resolve().parent.parent
 HTML = Path(os.environ.get("LABKIT_BOOK_HTML", ROOT / "_build" / "html"))
@@ -93,6 +94,106 @@ CORRECTIONS = {
         "07_profiling", r"prefetch_factor p \(default 2\)",
         r"prefetch_factor \(default 2; no symbol here"),
 }
+
+
+# issue 29, "What an expert would correct": items 1-3 and 5-12 (item 4,
+# chapter 11's context-parallel table, is tested with that chapter)
+Q = "['\u2019]"                         # an apostrophe, straight or curly
+OFF = ledger(70e9, 8, "zero3", offload="optimizer")
+OFF_DS = ledger(70e9, 8, "zero3", offload="optimizer", fp32_grads=True)
+FSDP_B = int(sum(saved_bytes_per_param(engine="fsdp")))
+DS_B = int(sum(saved_bytes_per_param(engine="deepspeed")))
+CORRECTIONS.update({
+    "29.1 TP overlap (chapter 2)": (
+        "02_collectives", r"and nothing can run while it waits",
+        r"allreduce_dgrad, async_op=True in megatron/core/tensor_parallel/"
+        r"layers\.py"),
+    "29.1 TP overlap (chapter 5)": (
+        "05_tensor_parallel",
+        r"as long as the computation itself\. The ratio is",
+        r"tp_comm_overlap \(model_parallel_config\.py\)"),
+    "29.1 TP overlap (chapter 6's answer)": (
+        "06_pipeline_parallel", r"all-reduces cannot overlap",
+        r"overlap hides at most the compute beside them"),
+    "29.1 TP overlap (chapter 13's table)": (
+        "13_choosing", r"per layer cannot overlap",
+        rf"PyTorch{Q}s async TP\) hides at most the compute"),
+    "29.2 the layout exercise names its GPUs": (
+        "06_pipeline_parallel", r"GPT-3 on 8 GPUs of 80 GB",
+        r"GPT-3 on nodes of 8 GPUs of 80 GB"),
+    "29.2 the tie goes to the largest TP": (
+        "06_pipeline_parallel", r"is TP = 1 x PP = 96",
+        r"take the largest TP, TP = 8 x PP = 12"),
+    "29.3 175B: a pipeline or sharded states": (
+        "06_pipeline_parallel", r"Why 175B needs TP and PP together",
+        r"OPT-175B was trained with FSDP and Megatron TP 8 and no pipeline"),
+    "29.3 the answer box agrees": (
+        "06_pipeline_parallel", r"why must 175B combine TP and PP",
+        r"TP 8 \+ FSDP, as OPT-175B trained without a pipeline"),
+    "29.5 ZeRO-Infinity on one GPU (chapter 4)": (
+        "04_zero", r"ZeRO-3 alone on one GPU has nothing to partition",
+        r"\(ZeRO-Infinity, Rajbhandari et al\. 2021\) is DeepSpeed"
+        rf"{Q}s documented single-GPU recipe"),
+    "29.5 ZeRO-Infinity on one GPU (chapter 13)": (
+        "13_choosing", r"With one GPU there is nothing to shard",
+        r"ZeRO-3 with parameter and optimizer offload \(ZeRO-Infinity\)"),
+    "29.6 FSDP2 can skip the all-gathers (chapter 3)": (
+        "03_sharding",
+        r"with gradient accumulation FSDP gathers again every micro-batch\.",
+        r"FSDP2 can skip the all-gathers too.{0,40}"
+        r"set_reshard_after_backward\(False\)"),
+    "29.6 FSDP2 can skip the all-gathers (chapter 7)": (
+        "07_profiling", r"It is no fix under FSDP / ZeRO-3",
+        r"FSDP2 can skip the all-gathers as well -- "
+        r"set_reshard_after_backward\(False\)"),
+    "29.6 FSDP2 can skip the all-gathers (chapter 13)": (
+        "13_choosing",
+        r"all-gathers the parameters every micro-batch \(and",
+        r"FSDP2 skips them with set_reshard_after_backward\(False\) \+ "
+        r"set_reshard_after_forward\(False\) \+ "
+        r"set_requires_gradient_sync\(False\)"),
+    "29.7 FSDP checkpoints: the row split": (
+        "08_checkpoint", r"ZeRO-3 / FSDP sharded",
+        rf"ZeRO-3 sharded \(DeepSpeed, {DS_B} B/param\).{{0,40}}"
+        rf"FSDP sharded \({FSDP_B} B/param\)"),
+    "29.7 FSDP checkpoints: the exercise": (
+        "08_checkpoint", r"why is it not 16\\Psi/N\?",
+        rf"it writes 4 \+ 8 = {FSDP_B}\\Psi/N"),
+    "29.8 two meanings of selective (chapter 5)": (
+        "05_tensor_parallel", r"which has the same effect on that term",
+        rf"Korthikanti et al\.{Q}s sense.{{0,400}}it is a no-op.{{0,200}}"
+        rf"torchtitan{Q}s op-level"),
+    "29.8 two meanings of selective (chapter 12)": (
+        "12_fit", r"with selective recomputation \(keep the matmul",
+        rf"here torchtitan{Q}s op-level policy"),
+    "29.9 Megatron-Core 0.16 (chapter 6)": (
+        "06_pipeline_parallel",
+        r"another TP/PP layout\. Megatron-LM: the training",
+        r"Megatron-FSDP \(use_megatron_fsdp, data_parallel_sharding_strategy"
+        r" = optim / optim_grads / optim_grads_params"),
+    "29.9 Megatron-Core 0.16 (chapter 13)": (
+        "13_choosing", r"\(activation recomputation, not offload\)",
+        r"optimizer and activation CPU offload \(optimizer_cpu_offload"),
+    "29.10 DeepCompile and AutoTP (chapter 4)": (
+        "04_zero", r"composes with torch\.compile and tensor parallelism",
+        r"DeepSpeed 0\.19 has DeepCompile \(deepspeed/compile/\) and AutoTP"
+        r" training"),
+    "29.10 the comparison table agrees": (
+        "04_zero", r"Composes with torch\.compile, DTensor",
+        r"through its engine: DeepCompile"),
+    "29.11 ZeroRedundancyOptimizer (chapter 3)": (
+        "03_sharding", r"-- -- stage 1 optimizer states",
+        r"DDP \+ torch\.distributed\.optim\.ZeroRedundancyOptimizer"),
+    "29.11 ZeroRedundancyOptimizer (chapter 4)": (
+        "04_zero", r"no ZeRO-1/2 proper",
+        r"ZeRO-1 for DDP is torch\.distributed\.optim\."
+        r"ZeroRedundancyOptimizer"),
+    "29.12 offload host RAM with fp32 CPU gradients": (
+        "01_memory",
+        rf"lives in host memory: {8 * OFF.cpu_total / GB:.0f} GB of CPU RAM",
+        rf"{OFF_DS.cpu_total / GB:.1f} GB of host RAM: "
+        rf"{8 * OFF_DS.cpu_total / GB:,.0f} GB per node before its pinned"),
+})
 
 
 @pytest.mark.parametrize("name", sorted(CORRECTIONS))
