@@ -262,3 +262,22 @@ def test_lab_pages_show_the_lesson_not_the_plumbing():
         if hasattr(checks, lab):   # its checks live in labkit.checks
             assert len(cells) == 1, page.name
             assert "hide-input" in cells[0].split('"', 1)[0], page.name
+
+
+# issue 29, section 3: every lab page that launches distributed code shows
+# it (an inspect.getsource cell), as labs 10 and 11 did first
+SHOWS_ITS_CODE = {"02_collectives": "sweep", "03_sharding": "wrap",
+                  "04_zero": "run_torch_zero1",
+                  "05_tensor_parallel": "dtensor_block",
+                  "06_pipeline_parallel": "make_pipeline",
+                  "07_profiling": "train", "09_colossalai": "run_plugin",
+                  "10_mesh": "parallelize",
+                  "11_context_parallel": "RingAttention.forward"}
+
+
+@pytest.mark.parametrize("lab", sorted(SHOWS_ITS_CODE))
+def test_lab_page_shows_the_distributed_code_it_runs(lab):
+    _built()
+    t = html.unescape(re.sub(r"<[^>]+>", "",
+                             (HTML / "labs" / f"{lab}.html").read_text()))
+    assert f"inspect.getsource({SHOWS_ITS_CODE[lab]})" in t, lab
