@@ -21,7 +21,9 @@ K more steps without the counter (the step time), the same steps of an
 unwrapped replica on one device without communication (the compute), and
 the counted collectives replayed alone (the communication). The share of
 communication hidden behind compute is (compute + comm - step) / comm,
-clipped to [0, 1].
+clipped to [0, 1]. The run also calibrates its own alpha-beta per
+collective (``labkit.measure.alpha_beta``, saved as ``alpha_beta``), so
+that communication time is predicted for the links it ran on.
 
 On several nodes (``launch(..., nnodes=2, node_rank=i, rdzv_endpoint=...)``
 or torchrun on each node) every rank also saves ``node_of_rank``, the node
@@ -180,12 +182,18 @@ def main(argv=None):
                                     socket.gethostname()))
     runs = [run_strategy(s, config, ctx, a, a.bucket_cap_mb)
             for s in strategies]
+    # this machine's own alpha-beta, to price communication time here
+    fits = None
+    if a.time_steps:
+        from labkit.measure.alpha_beta import calibrate
+        fits = calibrate(ctx)
     buckets = []
     if caps:
         b = argparse.Namespace(**{**vars(a), "time_steps": 0})
         buckets = [run_strategy("ddp", config, ctx, b, cap) for cap in caps]
     dist.save(ctx, {"params": n_params, "unit_shapes": unit_shapes,
                     "config": vars(a), "runs": runs, "buckets": buckets,
+                    "alpha_beta": fits,
                     "node_of_rank": [n for n, _ in nodes],
                     "hosts": [h for _, h in nodes],
                     "device": (torch.cuda.get_device_name(ctx.device)
