@@ -286,3 +286,26 @@ def test_lab_page_shows_the_distributed_code_it_runs(lab):
     t = html.unescape(re.sub(r"<[^>]+>", "",
                              (HTML / "labs" / f"{lab}.html").read_text()))
     assert f"inspect.getsource({SHOWS_ITS_CODE[lab]})" in t, lab
+
+
+def _answer_boxes():
+    for page in sorted({*ANSWERS.values()}):
+        for m in re.finditer(r'<div class="[^"]*\binterview\b[^"]*" '
+                             r'id="([^"]+)">(.*?)</div>', raw(page), re.S):
+            yield page, m.group(1), m.group(2)
+
+
+def test_30_second_answers_are_speakable_and_open_with_how_it_works():
+    """Issue 29, section 3: at most 80 words, an opening line first (in
+    bold), and the assumptions named."""
+    boxes = list(_answer_boxes())
+    assert len(boxes) >= len(ANSWERS)
+    for page, label, body in boxes:
+        body = re.sub(r'<p class="admonition-title">.*?</p>', "", body,
+                      count=1, flags=re.S)
+        words = html.unescape(re.sub(r"<[^>]+>", " ", body))
+        words = words.replace("\\(", " ").replace("\\)", " ").split()
+        assert len(words) <= 80, (label, len(words))
+        assert re.match(r"\s*<p><strong>", body), (label, "opening line")
+        assert re.search(r"\b[Aa]ssum", " ".join(words)), (label,
+                                                           "assumptions")
