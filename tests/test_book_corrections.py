@@ -309,3 +309,18 @@ def test_30_second_answers_are_speakable_and_open_with_how_it_works():
         assert re.match(r"\s*<p><strong>", body), (label, "opening line")
         assert re.search(r"\b[Aa]ssum", " ".join(words)), (label,
                                                            "assumptions")
+
+
+def test_four_week_module_places_every_chapter_and_assignment():
+    t = raw("instructor")
+    sec = t[t.index('id="a-four-week-module"'):]
+    sec = sec[:sec.index("</table>")]
+    chapters, assignments = set(), set()
+    for row in re.findall(r"<tr[^>]*>(.*?)</tr>", sec, re.S)[1:]:
+        cells = [" ".join(html.unescape(re.sub(r"<[^>]+>", " ", c)).split())
+                 for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+        chapters |= {int(n) for n in re.findall(r"(?:^|, )(\d+) ", cells[1])}
+        assignments |= {int(n) for n in
+                        re.findall(r"(?:^|, |and )(\d+) \(", cells[2])}
+    assert chapters == set(range(1, 14)), sorted(chapters)
+    assert assignments == set(range(1, 13)), sorted(assignments)
