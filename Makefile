@@ -144,13 +144,17 @@ clean:
 
 # One prepared check on one GPU (<= 9 min): scripts/gpu_check.py. DRY=1
 # prints the plan and runs the CPU-safe steps; GPU_CHECK_OUT sets the
-# output folder (default _build/gpu-check/<stamp>/).
+# output folder (default _build/gpu-check/<stamp>/); DEADLINE (seconds,
+# default 540) bounds the whole check; ARCHIVE=PATH writes one .tar.gz
+# (<= 16 MB) of the results, rewritten after every step.
 .PHONY: gpu-check gpu-wheels
 # The machine's own python3 unless `make setup` made .venv here.
 GPU_PY = $(shell test -x $(BIN)/python && echo $(BIN)/python || echo python3)
 gpu-check:
 	$(GPU_PY) scripts/gpu_check.py $(if $(DRY),--dry) \
-		$(if $(GPU_CHECK_OUT),--out $(GPU_CHECK_OUT))
+		$(if $(GPU_CHECK_OUT),--out $(GPU_CHECK_OUT)) \
+		$(if $(DEADLINE),--deadline $(DEADLINE)) \
+		$(if $(ARCHIVE),--archive $(ARCHIVE))
 
 # The wheels a GPU machine without our packages needs (.whl/, for Python
 # 3.12 x86-64; never torch): scripts/gpu_wheels.py.
