@@ -230,3 +230,53 @@ def test_the_wheels_are_installed_once(tmp_path, monkeypatch):
     assert W.install_wheels(tmp_path / "run2", whl, site) == env
     assert json.loads((tmp_path / "run2" / "wheels.json").read_text())[
         "installed_now"] is False
+
+
+def test_gpu_wheels_keeps_one_current_wheel_per_package(tmp_path):
+    """Issue 28 ("likely"): stale versions were left beside the new ones
+    (pip then refuses two versions of one package)."""
+    gw = _load("gpu_wheels")
+    for n in ("deepspeed-0.19.7-py3-none-any.whl",
+              "deepspeed-0.19.8-py3-none-any.whl",
+              "hjson-3.1.0-py3-none-any.whl",
+              "gone_pkg-1.0-py3-none-any.whl"):
+        (tmp_path / n).write_bytes(b"")
+    removed = gw.prune({"deepspeed": "0.19.8", "hjson": "3.1.0"}, tmp_path)
+    assert removed == ["deepspeed-0.19.7-py3-none-any.whl",
+                       "gone_pkg-1.0-py3-none-any.whl"]
+    assert sorted(p.name for p in tmp_path.glob("*.whl")) == [
+        "deepspeed-0.19.8-py3-none-any.whl", "hjson-3.1.0-py3-none-any.whl"]
+
+
+@pytest.mark.parametrize("name,fits", [
+    ("deepspeed-0.19.8-py3-none-any.whl", True),
+    ("pydantic_core-2.41.5-cp312-cp312-manylinux_2_17_x86_64."
+     "manylinux2014_x86_64.whl", True),
+    ("pyzmq-27.1.0-cp312-abi3-manylinux_2_28_x86_64.whl", True),
+    ("psutil-7.0.0-cp36-abi3-manylinux_2_12_x86_64.whl", True),
+    ("foo-1.0-cp311-cp311-linux_x86_64.whl", False),      # the host's
+    ("foo-1.0-cp312-cp312-macosx_11_0_arm64.whl", False)])
+def test_a_wheel_must_fit_the_gpu_machines_python(name, fits):
+    gw = _load("gpu_wheels")
+    assert gw.fits_312(Path(name)) is fits
+
+
+def test_a_source_build_for_the_host_python_is_refused(tmp_path,
+                                                       monkeypatch):
+    """pip wheel builds with this machine's Python: a compiled cp311 wheel
+    would not install on the GPU machine's 3.12; it is removed and named."""
+    gw = _load("gpu_wheels")
+
+    class R:
+        returncode = 1                     # no binary wheel on PyPI
+
+    def fake_run(cmd, **kw):
+        if "wheel" in cmd:
+            (tmp_path / "foo-1.0-cp311-cp311-linux_x86_64.whl").write_bytes(
+                b"")
+            return None
+        return R()
+    monkeypatch.setattr(gw.subprocess, "run", fake_run)
+    with pytest.raises(SystemExit, match="only as source.*3.12"):
+        gw.download({"foo": "1.0"}, tmp_path)
+    assert list(tmp_path.glob("*.whl")) == []
