@@ -54,7 +54,7 @@ def test_missing_interpreter_is_one_line(tmp_path):
 # logging the call (and making DIR/bin/python a copy of itself).
 FAKE = """#!/bin/sh
 case "$1" in
-  -c) echo {version} ;;
+  -c) case "$2" in *executable*) echo "$0" ;; *) echo {version} ;; esac ;;
   -m) echo "$0 $*" >> {log}
       if [ "$2" = venv ]; then mkdir -p "$3/bin" && cp "$0" "$3/bin/python"; fi ;;
 esac
