@@ -191,7 +191,8 @@ def main(argv=None) -> int:
             print(f"warning: {a.layers} layers at batch {a.batch} may not "
                   f"fit {D.total_memory(dev) / 1e9:.0f} GB (ledger + "
                   "Korthikanti activations); lower --batch if it fails")
-    model = build(config).to(dev)
+    with dev:                      # initialized on the GPU: no 7 GB on
+        model = build(config)      # the host, no minutes of CPU init
     params = count_params(model)
     if a.no_bf16:
         opt, loss_fn = make_optimizer(model), lambda m, x, y: m(x, y)
