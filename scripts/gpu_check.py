@@ -13,8 +13,9 @@ Its command, output, exit status and seconds go to ``<out>/<step>.log``;
 traces dropped first) are rewritten after every step, so a check killed
 at its limit leaves its last finished step to read (default ``<out>``:
 ``_build/gpu-check/<stamp>/``). A failing step does not stop the next;
-its last log lines are printed. The parts: ``scripts/gpucheck/``. The steps, for one H100/H200-class
-GPU (estimates in :data:`STEPS`; the plan's total is <= 540 s):
+its last log lines are printed. The parts: ``scripts/gpucheck/``. The
+steps, for one H100/H200-class GPU (estimates in ``gpucheck/plan.py``;
+the plan's total is <= 540 s):
 
 1. ``versions``: Python, torch, CUDA, NCCL, DeepSpeed, ... and
    ``nvidia-smi`` as the check ran them (``versions.json``);
@@ -42,9 +43,9 @@ The machine's own torch is used as it is. Other packages it lacks travel
 as wheels in ``.whl/`` (``make gpu-wheels`` downloads them here); when that
 folder exists they are installed once per machine with ``pip --no-index
 --target _build/gpu-check/site`` (a rerun finds them there) and put on
-``PYTHONPATH`` for every step (torch never: the machine's build stays). ``--dry`` prints the plan and runs only the steps
-marked CPU-safe, on the CPU (``zero`` and ``checkpoint`` at a tiny size,
-fp32 on gloo).
+``PYTHONPATH`` for every step (torch never: the machine's build stays).
+``--dry`` prints the plan and runs only the steps marked CPU-safe, on the
+CPU (``zero`` and ``checkpoint`` at a tiny size, fp32 on gloo).
 """
 from __future__ import annotations
 

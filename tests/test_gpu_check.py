@@ -132,6 +132,21 @@ def test_deadline_skips_what_no_longer_fits_and_kills_the_group(
     assert "gc/fails.log" in _archived(tmp_path / "a.tgz")
 
 
+def test_a_crash_is_not_a_finding(tmp_path):
+    """Preflight's exits 1 and 2 are findings; a traceback (exit 1 too, as
+    with no torch on the machine's Python) is a failure."""
+    from gpucheck import runner
+    crash = gc.Step("crash", 0.1, 30, [sys.executable, "-c",
+                                        "import no_such_module_here"],
+                    ok_exits=(0, 1, 2))
+    finding = gc.Step("finding", 0.1, 30, [sys.executable, "-c",
+                                            "raise SystemExit(2)"],
+                      ok_exits=(0, 1, 2))
+    s = runner.run(tmp_path / "gc", [crash, finding], False, 60.0, None,
+                   dict(os.environ))
+    assert [r["status"] for r in s["steps"]] == ["failed", "ok"]
+
+
 def test_killed_midway_the_archive_and_summary_are_there(tmp_path):
     """The real dry run, SIGKILLed while its second step runs: the summary
     and the archive of the steps finished so far are there and readable."""

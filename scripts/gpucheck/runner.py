@@ -29,6 +29,7 @@ from .plan import BUDGET_S, ROOT, Step, plan_text
 GRACE_S = 5.0
 TAIL = 20               # log lines printed for a failing step
 RESERVE_S = 5.0         # kept for the last summary and archive
+CRASH = "Traceback (most recent call last):"
 
 
 def _die_with_parent() -> None:
@@ -123,7 +124,10 @@ class Check:
                 kill_group(p.pid)          # nothing of the step outlives it
                 p.wait()
                 self.running = None
-        lines = log.read_text(errors="replace").splitlines()
+        text = log.read_text(errors="replace")
+        if status == "ok" and rc != 0 and CRASH in text:
+            status = "failed"     # a crash, not a finding (preflight's 1/2)
+        lines = text.splitlines()
         return {"step": s.name, "status": status, "exit": rc,
                 "seconds": round(time.monotonic() - t0, 1),
                 "est_s": s.est_s, "timeout_s": round(timeout, 1),
