@@ -13,7 +13,18 @@ that share files outside tmp_path share a unit (``SHARED``). xdist's own
 ``--dist loadgroup`` does not work with pytest 9 (it renames
 ``item._nodeid``, which pytest 9 no longer reads), hence the scheduler
 below.
+
+Lab 9 and the tests that run Colossal-AI need ``.venv-colossalai`` (built
+by ``make colossalai`` with Python 3.11 or 3.12, scripts/cai_python.sh).
+Without it they are skipped with the one line saying what to install or
+run, never silently; under ``CI=true`` (CI has the interpreter) they fail
+with that line instead.
 """
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 # The otter masters are executed by `otter assign` (scripts/assignments.py,
@@ -39,6 +50,59 @@ def pytest_xdist_make_scheduler(config, log):
         def _split_scope(self, nodeid):
             return _unit(nodeid)
     return ByModule(config, log)
+
+
+ROOT = Path(__file__).resolve().parent
+CAI_PYTHON = ROOT / ".venv-colossalai" / "bin" / "python"
+NEEDS_CAI = ("labs/09_colossalai.ipynb",)   # whole units; tests use the
+#                                             needs_colossalai fixture
+
+
+def colossalai_missing() -> str | None:
+    """Why ``.venv-colossalai`` is not there (None when it is); asked once
+    per session (some test modules refuse to start processes)."""
+    if "reason" not in _CAI:
+        _CAI["reason"] = _why_no_colossalai()
+    return _CAI["reason"]
+
+
+_CAI: dict = {}
+
+
+def pytest_sessionstart(session):
+    colossalai_missing()
+
+
+def _why_no_colossalai() -> str | None:
+    if CAI_PYTHON.exists():
+        return None
+    r = subprocess.run(["sh", str(ROOT / "scripts" / "cai_python.sh"),
+                        os.environ.get("CAI_PYTHON", ""), sys.executable],
+                       capture_output=True, text=True)
+    if r.returncode == 0:
+        return (f"no .venv-colossalai: `make colossalai` builds it with "
+                f"{r.stdout.strip()}")
+    return r.stderr.strip()
+
+
+def _colossalai_gate() -> None:
+    reason = colossalai_missing()
+    if reason is None:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true and {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def needs_colossalai():
+    """Skip (fail under CI=true) without .venv-colossalai, with the reason."""
+    _colossalai_gate()
+
+
+def pytest_runtest_setup(item):
+    if item.nodeid.split("::")[0] in NEEDS_CAI:
+        _colossalai_gate()
 
 
 def _gpu_count() -> int:

@@ -11,11 +11,12 @@ imports, sees no GPU, and every GPU lab fails with "0 GPUs". So
 
 - no ``nvidia-smi`` (a CPU machine): nothing changes, requirements.txt's
   torch as it is;
-- the driver supports PyPI's default build (:data:`PYPI_CUDA`): PyPI;
-- else the newest build on the PyTorch index (:data:`BUILDS`) whose CUDA
+- a GPU node: the newest build on the PyTorch index (:data:`BUILDS`) whose CUDA
   version the driver supports (a driver runs code built for its own CUDA
   version or older -- the "CUDA Version" ``nvidia-smi`` prints is the
-  newest it supports);
+  newest it supports): a 570 or 575 driver (CUDA 12.8, 12.9) gets cu126,
+  a 580 driver (CUDA 13.0) cu130 (always from the index: what PyPI's
+  plain ``torch`` is built for is not relied on);
 - else the oldest build of the driver's CUDA major version: CUDA's minor
   version compatibility runs a 12.x build on any 12.x driver (>= 525.60.13)
   as long as nothing needs PTX compiled for a newer version (the wheels
@@ -34,11 +35,13 @@ import subprocess
 from dataclasses import dataclass
 
 INDEX = "https://download.pytorch.org/whl"
-# CUDA versions of the builds the PyTorch index offers for the pinned torch
-# minor version (https://pytorch.org/get-started/locally/ and the index's
-# cuXYZ folders); PYPI_CUDA: the build a plain `pip install torch` gets.
-BUILDS = {"2.13": ("12.6", "12.8", "13.0")}
-PYPI_CUDA = {"2.13": "13.0"}
+# The stable CUDA builds of each torch minor version: PyTorch's own
+# RELEASE.md, "Release Compatibility Matrix" (github.com/pytorch/pytorch,
+# RELEASE.md; row 2.13: stable CUDA 12.6 and 13.0, experimental 13.2 --
+# never picked by itself; 12.8's last release was 2.11). Index folders
+# download.pytorch.org/whl/cuXYZ. The only copy of this table (setup's
+# scripts/torch_build.py reads it here).
+BUILDS = {"2.13": ("12.6", "13.0")}
 # the oldest Linux driver of each CUDA version (CUDA Toolkit release notes,
 # Table 3), to say what to upgrade to
 MIN_DRIVER = {"11.8": "520.61.05", "12.0": "525.60.13", "12.4": "550.54.14",
@@ -125,9 +128,6 @@ def choose(node: Node | None, torch_version: str, env: dict | None = None
                       f"(labkit.node.BUILDS); driver {node.driver} supports "
                       f"CUDA {node.cuda}: set CUDA=<version> or TORCH_INDEX")
     fits = [b for b in builds if _v(b) <= _v(node.cuda)]
-    if PYPI_CUDA.get(minor) in fits:
-        return Choice([], "pypi", f"driver {node.driver} supports CUDA "
-                      f"{node.cuda} >= PyPI's build (CUDA {PYPI_CUDA[minor]})")
     if fits:
         b = max(fits, key=_v)
         tag = "cu" + b.replace(".", "")

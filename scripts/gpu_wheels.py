@@ -12,8 +12,14 @@ its CUDA libraries and what such a machine already carries (:data:`ON_GPU`,
 the package list of the workplace's CUDA image). Binary wheels come from
 PyPI for CPython 3.12 on manylinux x86-64 (``pip download --only-binary``);
 a package published only as source (DeepSpeed) is built into a wheel here
-(``pip wheel --no-deps``, no ops compiled). ``scripts/gpu_check.py``
-installs the folder with ``pip install --no-index --no-deps --target``.
+(``pip wheel --no-deps``, no ops compiled) -- by this machine's Python, so
+the wheel must come out pure (``py3-none-any``, as DeepSpeed's does) or
+for CPython 3.12; one built for another Python is removed and named, in
+one line (:func:`fits_312`). Wheels of versions no longer needed (an
+earlier run's, a package dropped since) are removed first
+(:func:`prune`): the folder holds exactly one wheel per package.
+``scripts/gpu_check.py`` installs the folder with ``pip install
+--no-index --no-deps --target``.
 Keep the folder git-ignored (``echo /.whl/ >> .git/info/exclude``): it is
 carried to the machine, not committed.
 """
@@ -75,10 +81,45 @@ def needed(roots=ROOTS) -> dict[str, str]:
     return dict(sorted(seen.items()))
 
 
+def wheel_name(path: Path) -> tuple[str, str, str, str, str]:
+    """(name, version, python tag, abi tag, platform tag) of a wheel file
+    (PEP 427: ``name-version[-build]-python-abi-platform.whl``)."""
+    parts = path.name[:-4].split("-")
+    return (_norm(parts[0]), parts[1], parts[-3], parts[-2], parts[-1])
+
+
+def fits_312(path: Path) -> bool:
+    """Does the wheel install on CPython 3.12 (x86-64 Linux)?"""
+    _, _, py, abi, plat = wheel_name(path)
+    pys, abis = set(py.split(".")), set(abi.split("."))
+    if plat == "any":
+        return bool(pys & {"py3", "cp312", "py312"})
+    linux = "x86_64" in plat and ("linux" in plat)
+    return linux and ("cp312" in pys or "abi3" in abis and any(
+        p.startswith("cp3") and int(p[3:] or 0) <= 12 for p in pys))
+
+
+def prune(pkgs: dict[str, str], out: Path = OUT) -> list[str]:
+    """Remove the wheels of ``out`` that are not ``pkgs`` at their version
+    (stale versions, dropped packages); the names removed."""
+    gone = []
+    for w in sorted(out.glob("*.whl")):
+        name, version, *_ = wheel_name(w)
+        if pkgs.get(name) != version:
+            w.unlink()
+            gone.append(w.name)
+    return gone
+
+
 def download(pkgs: dict[str, str], out: Path = OUT) -> None:
     out.mkdir(exist_ok=True)
+    for w in prune(pkgs, out):
+        print(f"removed {w} (not a version the check needs)")
+    have = {wheel_name(w)[:2] for w in out.glob("*.whl")}
     plat = [a for p in PLATFORMS for a in ("--platform", p)]
     for name, version in pkgs.items():
+        if (name, version) in have:
+            continue                    # downloaded before
         spec = f"{name}=={version}"
         r = subprocess.run([sys.executable, "-m", "pip", "download", "-q",
                             "--no-deps", "--only-binary=:all:",
@@ -91,6 +132,17 @@ def download(pkgs: dict[str, str], out: Path = OUT) -> None:
                             str(out), spec], check=True,
                            env={**__import__("os").environ,
                                 "DS_BUILD_OPS": "0"})
+            built = [w for w in out.glob("*.whl")
+                     if wheel_name(w)[:2] == (name, version)]
+            bad = [w for w in built if not fits_312(w)]
+            for w in bad:
+                w.unlink()
+            if bad:
+                raise SystemExit(
+                    f"gpu-wheels: {spec} is published only as source and "
+                    f"built here for this Python ({bad[0].name}), not for "
+                    "the GPU machine's 3.12: run `make gpu-wheels` with "
+                    "a Python 3.12 .venv (make PYTHON=python3.12)")
     total = sum(f.stat().st_size for f in out.glob("*.whl"))
     print(f"{len(pkgs)} packages, {total / 2**20:.1f} MiB of wheels in {out}"
           " (the device machine carries at most 64 MiB with the tree)")

@@ -3,11 +3,11 @@
     python scripts/torch_build.py            # pip arguments, or nothing
     python scripts/torch_build.py --explain  # and why, on stderr
     CUDA=12.6 python scripts/torch_build.py  # a chosen build
-    TORCH_INDEX=https://download.pytorch.org/whl/cu128 python scripts/...
+    TORCH_INDEX=https://download.pytorch.org/whl/cu130 python scripts/...
 
-Prints ``torch==<pin> --index-url <the build's index>`` when the node's
-driver needs a build other than PyPI's default, and nothing on a CPU
-machine (no ``nvidia-smi``) or when PyPI's build fits: then requirements.txt
+Prints ``torch==<pin> --index-url <the build's index>`` on a GPU node (the
+build its driver runs: labkit.node.BUILDS, from PyTorch's RELEASE.md), and
+nothing on a CPU machine (no ``nvidia-smi``): then requirements.txt
 installs torch as it always did. Exit status 1, one line on stderr, when no
 build runs on the driver.
 """

@@ -34,15 +34,14 @@ def no_process(monkeypatch):
     monkeypatch.setattr(subprocess, "Popen", refuse)
 
 
-def _colossalai_env(lab):
-    if lab == "colossalai" and not (
-            ROOT / ".venv-colossalai" / "bin" / "python").exists():
-        pytest.skip("no .venv-colossalai (make colossalai)")
+def _colossalai_env(lab, request):
+    if lab == "colossalai":     # needs .venv-colossalai (conftest.py)
+        request.getfixturevalue("needs_colossalai")
 
 
 @pytest.mark.parametrize("lab", sorted(LABS))
-def test_the_notebook_defaults_pass(lab):
-    _colossalai_env(lab)
+def test_the_notebook_defaults_pass(lab, request):
+    _colossalai_env(lab, request)
     check(lab, defaults(lab))
 
 
@@ -103,8 +102,8 @@ BAD = [
 
 @pytest.mark.parametrize("lab,bad,message", BAD,
                          ids=[f"{b[0]}-{next(iter(b[1]))}" for b in BAD])
-def test_bad_parameters_raise_one_clear_error(lab, bad, message):
-    _colossalai_env(lab)
+def test_bad_parameters_raise_one_clear_error(lab, bad, message, request):
+    _colossalai_env(lab, request)
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
         check(lab, {**defaults(lab), **bad})
 

@@ -1,7 +1,8 @@
 """What chapter 9 says about Colossal-AI's "automatic parallelism", checked
 in the code of the pinned version (0.5.0 in .venv-colossalai) without
 importing it: the files are read as text, so the test costs milliseconds.
-Skipped when the environment is not built (`make colossalai`)."""
+Skipped, with the reason, when the environment is not built
+(`make colossalai`; conftest.py)."""
 import ast
 from pathlib import Path
 
@@ -11,9 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SITE = sorted((ROOT / ".venv-colossalai" / "lib").glob(
     "python3*/site-packages"))
 CAI = SITE[0] / "colossalai" if SITE else None
-pytestmark = pytest.mark.skipif(
-    CAI is None or not CAI.is_dir(),
-    reason="no .venv-colossalai (make colossalai)")
+pytestmark = pytest.mark.usefixtures("needs_colossalai")  # conftest.py
 
 
 def _src(rel):

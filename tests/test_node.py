@@ -1,5 +1,8 @@
 """labkit.node and scripts/torch_build.py: the torch build for a node's
-driver, from recorded ``nvidia-smi`` outputs (tests/nvidia_smi/)."""
+driver, from recorded ``nvidia-smi`` outputs (tests/nvidia_smi/;
+h100_driver570/575.txt are the h200_driver580 recording with the header
+and GPU line of a 570.133.20 / 575.57.08 driver on an H100, written in
+that layout)."""
 import importlib.util
 from pathlib import Path
 
@@ -30,17 +33,30 @@ def test_nvidia_smi_outputs_are_read():
 
 
 @pytest.mark.parametrize("fixture,build", [
-    ("h200_driver580.txt", "pypi"),       # CUDA 13.0: PyPI's own build
+    ("h200_driver580.txt", "cu130"),      # CUDA 13.0: torch 2.13's cu130
+    ("h100_driver575.txt", "cu126"),      # 12.9: no cu128/cu129 for 2.13
+    ("h100_driver570.txt", "cu126"),      # 12.8: the same (issue 28, 5)
     ("a100x2_driver565.txt", "cu126"),    # 12.7: newest build <= 12.7
     ("h100x8_driver535.txt", "cu126"),    # 12.2: minor version compat
 ])
 def test_the_build_fits_the_driver(fixture, build):
     c = node.choose(smi(fixture), PIN)
     assert c.build == build
-    if build == "pypi":
-        assert c.pip_args == []
-    else:
-        assert c.pip_args == ["--index-url", f"{node.INDEX}/{build}"]
+    assert c.pip_args == ["--index-url", f"{node.INDEX}/{build}"]
+
+
+def test_every_build_is_one_torch_publishes():
+    """PyTorch's RELEASE.md compatibility matrix, row 2.13: stable CUDA
+    12.6 and 13.0 (13.2 experimental); no 12.8 since 2.11."""
+    assert node.BUILDS["2.13"] == ("12.6", "13.0")
+    for f in sorted(SMI.glob("*.txt")):
+        n = node.parse_nvidia_smi(f.read_text())
+        try:
+            c = node.choose(n, PIN)
+        except node.NoBuild:
+            continue
+        assert c.build[2:] in {b.replace(".", "") for b in
+                               node.BUILDS["2.13"]}, (f.name, c.build)
 
 
 def test_an_old_driver_stops_in_one_line_naming_driver_and_builds():
@@ -48,7 +64,7 @@ def test_an_old_driver_stops_in_one_line_naming_driver_and_builds():
         node.choose(smi("t4_driver470.txt"), PIN)
     msg = str(e.value)
     assert "\n" not in msg and "470.223.02" in msg and "11.4" in msg
-    assert "12.6, 12.8, 13.0" in msg and "560.28.03" in msg
+    assert "12.6, 13.0" in msg and "560.28.03" in msg
     with pytest.raises(node.NoBuild, match="no working driver"):
         node.choose(smi("no_driver.txt"), PIN)
 

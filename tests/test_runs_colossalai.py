@@ -61,7 +61,7 @@ def test_bad_plugin_fails_before_colossalai_is_imported():
 CAI_PYTHON = Path(__file__).parents[1] / ".venv-colossalai" / "bin" / "python"
 
 
-@pytest.mark.skipif(not CAI_PYTHON.exists(), reason="make colossalai first")
+@pytest.mark.usefixtures("needs_colossalai")     # conftest.py
 def test_hybrid_parallel_matches_one_process_and_the_tp_ledger():
     """HybridParallelPlugin tp=2 and pp=2 (2 gloo ranks) against the same
     GPT-2 trained in one process, and each rank's parameters against

@@ -17,7 +17,10 @@ def test_hang_is_found_at_the_timeout(tmp_path):
     assert stalled_ranks(run, 2) == [1]
     beat = read_heartbeats(run, 2)[0]
     assert beat["phase"] == "timed_out" and beat["collective"] == 2
-    assert beat["waited_s"] == pytest.approx(2.0, abs=1.5)
+    # the 2 s timeout raised it (no "timed_out" beat otherwise: the sleeper
+    # sleeps 120 s, past the launch's 90 s); how much later than 2 s gloo
+    # raises depends on the machine's load, so only the floor is asserted
+    assert beat["waited_s"] >= 2.0 - 0.5
     assert orphans(run) == []
 
 

@@ -39,10 +39,15 @@ def test_sweep_records_every_chunk(ranks, schedule):
 def test_ranks_outside_a_depth_outwait_the_process_group_timeout(tmp_path):
     """Rank 2 waits while ranks 0-1 run depth 2, longer than the process
     group's timeout (2 s here, 120 s on a node): its barrier is on a gloo
-    group of its own timeout (issue 17, defect 6; it timed out)."""
+    group of its own timeout (issue 17, defect 6; it timed out). Ranks 0-1
+    hold 2 x the timeout after the depth, so the wait outlasts the timeout
+    by construction, on a machine of any speed (their work alone took
+    1.58 s on a quiet machine: issue 33)."""
+    timeout_s = 2.0
     out = launch("labkit.runs.pipeline_parallel", 3, {
         "stages": "2", "schedules": "gpipe", "microbatches": "2",
         "steps": 2, "repeats": 1, "layers": 4, "hidden": 64, "seq": 32,
-        "timeout_s": 2.0}, timeout=180, run_dir=tmp_path)
+        "timeout_s": timeout_s, "hold_s": 2 * timeout_s}, timeout=180,
+        run_dir=tmp_path)
     assert out[2]["depths"] == {}               # left out of depth 2
-    assert out[2]["waited_s"]["2"] > 2.0        # past the group's timeout
+    assert out[2]["waited_s"]["2"] > timeout_s  # past the group's timeout

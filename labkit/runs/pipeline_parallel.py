@@ -244,6 +244,9 @@ def main():
                     help="the process group's timeout (every collective)")
     ap.add_argument("--wait-timeout-s", type=float, default=3600.0,
                     help="how long ranks outside a depth wait for it")
+    ap.add_argument("--hold-s", type=float, default=0.0,
+                    help="ranks inside a depth sleep this long after it "
+                         "(a test's wait longer than --timeout-s)")
     a = ap.parse_args()
     schedules = [s for s in a.schedules.split(",") if s]
     a.microbatches = [int(m) for m in a.microbatches.split(",") if m]
@@ -295,6 +298,7 @@ def main():
             record["depths"][str(p)] = run_depth(p, schedules, a, ctx, cfg,
                                                  dtype, group,
                                                  p in sweep_depths)
+            time.sleep(a.hold_s)
         t1 = time.perf_counter()
         tdist.barrier(group=waiting)
         record["waited_s"][str(p)] = time.perf_counter() - t1
