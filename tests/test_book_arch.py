@@ -18,7 +18,7 @@ def _first_cell(chapter: str) -> dict:
     src = src.replace("from myst_nb import glue", "")
     ns["glue"] = lambda k, v, display=True: glued.__setitem__(k, v)
     exec(compile(src, chapter, "exec"), ns)
-    return {"glue": glued, **ns}
+    return {**ns, "glue": glued}
 
 
 def test_chapter11_llama405b_has_8_kv_heads_and_no_ulysses_above_8():
