@@ -139,6 +139,37 @@ def matmul_params(a: A.Arch) -> int:
     return dense + a.vocab * a.hidden
 
 
+def gpt_params(layers: int, hidden: int, heads: int, vocab: int, seq: int,
+               mlp_ratio: int = 4, tied: bool = False,
+               final_norm: bool = True) -> int:
+    """The closed form of :func:`total` for the GPT (positional arguments;
+    :func:`labkit.arch.gpt` is its record).
+
+    Per layer: QKV (3h^2 + 3h), attention output (h^2 + h), MLP
+    (2 r h^2 + r h + h) and two LayerNorms (4h): (4 + 2r) h^2 + (9 + r) h.
+    With r = 4 that is 12 h^2 + 13 h, and with tied embeddings and no final
+    LayerNorm the total is Narayanan et al. 2021 ("Efficient Large-Scale
+    Language Model Training on GPU Clusters using Megatron-LM"), Sec. 5.1:
+    P = 12 l h^2 (1 + 13/(12 h) + (V + s)/(12 l h)).
+    The course's tiny GPT (labkit.model) unties the output layer (+ V h) and
+    has a final LayerNorm (+ 2 h).
+    """
+    for name, v in dict(layers=layers, hidden=hidden, heads=heads,
+                        vocab=vocab, seq=seq, mlp_ratio=mlp_ratio).items():
+        if not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+    if hidden % heads:
+        raise ValueError(f"hidden ({hidden}) is not divisible by heads ({heads})")
+    h, r = hidden, mlp_ratio
+    per_layer = (4 + 2 * r) * h * h + (9 + r) * h
+    total = layers * per_layer + (vocab + seq) * h
+    if not tied:
+        total += vocab * h
+    if final_norm:
+        total += 2 * h
+    return total
+
+
 # -- command line -------------------------------------------------------------
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
