@@ -37,22 +37,32 @@ def _norm(a: Arch, width: int) -> nn.Module:
     return nn.LayerNorm(width, eps=a.norm_eps)
 
 
-def rope(x, theta: float):
-    """Rotary positions on ``x`` of shape ``[b, heads, s, d]``."""
-    s, d = x.shape[-2], x.shape[-1]
-    inv = 1.0 / theta ** (torch.arange(0, d, 2, device=x.device,
-                                       dtype=torch.float32) / d)
-    ang = torch.outer(torch.arange(s, device=x.device,
+def rope_tables(seq: int, dim: int, theta: float, like):
+    """cos and sin of the rotary angles, ``[seq, dim]`` in ``like``'s
+    dtype: computed once per layer, shared by its queries and keys."""
+    inv = 1.0 / theta ** (torch.arange(0, dim, 2, device=like.device,
+                                       dtype=torch.float32) / dim)
+    ang = torch.outer(torch.arange(seq, device=like.device,
                                    dtype=torch.float32), inv)
     ang = torch.cat((ang, ang), dim=-1)
-    cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
+    return ang.cos().to(like.dtype), ang.sin().to(like.dtype)
+
+
+def rope(x, cos, sin):
+    """Rotary positions on ``x`` of shape ``[b, heads, s, d]``."""
+    d = x.shape[-1]
     x1, x2 = x[..., :d // 2], x[..., d // 2:]
     return x * cos + torch.cat((-x2, x1), dim=-1) * sin
 
 
 def repeat_kv(x, group: int):
-    """``[b, kv_heads, s, d]`` -> ``[b, kv_heads * group, s, d]``."""
-    return x if group == 1 else x.repeat_interleave(group, dim=1)
+    """``[b, kv_heads, s, d]`` -> ``[b, kv_heads * group, s, d]`` (one
+    copy, as Hugging Face's ``repeat_kv``; SDPA saves the copies)."""
+    if group == 1:
+        return x
+    b, kv, s, d = x.shape
+    return x[:, :, None].expand(b, kv, group, s, d).reshape(b, kv * group,
+                                                            s, d)
 
 
 class Embeddings(nn.Module):
@@ -88,7 +98,8 @@ class Attention(nn.Module):
         if a.qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
         if a.positions == "rope":
-            q, k = rope(q, a.rope_theta), rope(k, a.rope_theta)
+            cos, sin = rope_tables(s, a.head_dim, a.rope_theta, q)
+            q, k = rope(q, cos, sin), rope(k, cos, sin)
         k, v = repeat_kv(k, a.gqa_group), repeat_kv(v, a.gqa_group)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return self.o(y.transpose(1, 2).reshape(b, s, a.q_dim))
