@@ -30,3 +30,24 @@ def test_chapter11_llama405b_has_8_kv_heads_and_no_ulysses_above_8():
     assert math.isnan(uly[16])
     ring16 = table.set_index("p")["ring: sent per rank (GB)"][16]
     assert g["c11_ring_mha_x"] == 16 and ring16 < 24.70 / 15
+
+
+def test_chapter1_from_gpt2_to_llama_uses_the_real_block():
+    text = (ROOT / "book" / "01_memory.md").read_text()
+    cells = re.findall(r"```\{code-cell\} ipython3\n(.*?)\n```", text, re.S)
+    glued = {}
+    ns = {"glue": lambda k, v, display=True: glued.__setitem__(k, v)}
+    for c in cells:
+        if "shape_rows" in c:      # the 70B dry run: tests/test_dryrun.py
+            continue
+        c = "\n".join(line for line in c.splitlines()
+                      if not line.startswith(":tags"))
+        exec(c.replace("from myst_nb import glue", ""), ns)
+    assert glued["l70_psi"] * 1e9 == 68_976_648_192
+    assert glued["l70_kv_x"] == 8
+    used = set(re.findall(r"\{glue:text\}`(\w+)", text))
+    assert not {k for k in used - set(glued) if not k.startswith("dry_")}
+    rows = ns["g2l"].set_index("model")
+    assert rows.loc["Llama 2 70B", "ring K/V sent per layer, p = 8 (GB)"] \
+        * 8 == rows.loc["GPT shape, 70B-class",
+                        "ring K/V sent per layer, p = 8 (GB)"]
