@@ -2,7 +2,7 @@
 RoPE): every tensor :class:`labkit.decoder.Decoder` keeps for backward
 (pure Python; the twin of :func:`labkit.measure.activations.measure`).
 
-    from labkit import arch
+    from labkit.predict import arch
     from labkit.predict import activations_arch as AA
     AA.saved(arch.preset("llama-tiny"), seq=32, batch=4)
 

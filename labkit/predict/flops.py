@@ -251,7 +251,7 @@ def report(layers: int, hidden: int, heads: int, seq: int, vocab: int,
 # --------------------------------------------------------------------------
 
 def add_arguments(p) -> None:
-    from labkit import arch
+    from labkit.predict import arch
     arch.add_arguments(p)   # --hf-config / --preset instead of the shape
     p.add_argument("--layers", type=int)
     p.add_argument("--hidden", type=int)
@@ -278,7 +278,7 @@ def add_arguments(p) -> None:
 
 
 def main(args) -> int:
-    from labkit import arch
+    from labkit.predict import arch
     a = arch.from_args(args)
     shape = ("layers", "hidden", "heads", "vocab")
     if a is None and any(getattr(args, k) is None for k in shape):

@@ -229,7 +229,7 @@ from labkit.predict.activation_budget import (  # noqa: E402,F401
 # -- command line -------------------------------------------------------------
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from labkit import arch
+    from labkit.predict import arch
     arch.add_arguments(p)   # the count from a config.json or a preset
     p.add_argument("--params", type=float,
                    help="number of parameters, e.g. 70e9")
@@ -253,7 +253,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args) -> int:
-    from labkit import arch
+    from labkit.predict import arch
     from labkit.predict.params import total
     rec = arch.from_args(args)
     if (rec is None) == (args.params is None):

@@ -24,7 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from labkit import arch as A
+from labkit.predict import arch as A
 
 COMPONENTS = ("embedding", "attention", "mlp", "norms", "head")
 

@@ -2,7 +2,7 @@
 split over the TP ranks, and what is replicated when they cannot (pure
 Python, read from an architecture record).
 
-    from labkit import arch
+    from labkit.predict import arch
     from labkit.predict.tensor_parallel_gqa import layer_params
     layer_params(arch.preset("llama3.1-405b"), tp=16)
 

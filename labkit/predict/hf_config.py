@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from labkit.arch import Arch
+from labkit.predict.arch import Arch
 
 FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gpt2")
 EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
