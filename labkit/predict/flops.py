@@ -40,14 +40,11 @@ from labkit.predict.memory import gpt_params
 
 from labkit.predict.gpus import (GPU_LINKS, GPU_NAMES, PEAKS,  # noqa: F401
                                  gpu_preset)
+# PaLM's per-token count and the FLOPs of any architecture record (GQA,
+# SwiGLU, experts) live in flops_arch; this module is the GPT's closed forms
+from labkit.predict.flops_arch import (RECOMPUTE, _positive,  # noqa: F401
+                                       arch_flops, palm_flops_per_token)
 
-RECOMPUTE = ("none", "selective", "full")
-
-
-def _positive(**kw) -> None:
-    for name, v in kw.items():
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ValueError(f"{name} must be a positive integer, got {v!r}")
 
 
 def peak_tflops(preset: str) -> float:
@@ -78,12 +75,6 @@ def matmul_params(layers: int, hidden: int, vocab: int,
     """
     _positive(layers=layers, hidden=hidden, vocab=vocab, mlp_ratio=mlp_ratio)
     return (4 + 2 * mlp_ratio) * layers * hidden ** 2 + vocab * hidden
-
-
-def palm_flops_per_token(n_params: float, layers: int, heads: int,
-                         head_dim: int, seq: int) -> float:
-    """Model FLOPs per token, ``6 N + 12 L H Q T`` (PaLM, Appendix B)."""
-    return 6 * n_params + 12 * layers * heads * head_dim * seq
 
 
 def model_flops(batch: int, seq: int, layers: int, hidden: int,
@@ -120,36 +111,6 @@ def hardware_flops(batch: int, seq: int, layers: int, hidden: int,
     if recompute == "selective":
         return base + 4.0 * B * s * s * h * l
     return base
-
-
-def arch_flops(a, batch: int, seq: int, recompute: str = "none") -> dict:
-    """Model and hardware FLOPs of one iteration of the record ``a``.
-
-    PaLM's ``6 N + 12 L H Q T`` per token (Chowdhery et al. 2022, App. B)
-    with N from :func:`labkit.predict.params.matmul_params`: GQA's K and V
-    projections are ``kv_heads x head_dim`` wide, SwiGLU has three
-    matrices, a mixture of experts counts the ``top_k`` experts a token
-    visits. The attention core is ``H Q`` wide (query heads: GQA shares K
-    and V, not the scores). Recomputation as :func:`hardware_flops`: full
-    runs every layer's forward again (not the output layer), selective the
-    attention core. For the GPT this is exactly :func:`model_flops` and
-    :func:`hardware_flops`.
-    """
-    from labkit.predict import params as P
-    _positive(batch=batch, seq=seq)
-    if recompute not in RECOMPUTE:
-        raise ValueError(f"unknown recompute {recompute!r}")
-    mm = P.matmul_params(a)
-    core = 4 * a.layers * a.heads * a.head_dim * seq    # per token, fwd
-    tokens = batch * seq
-    model = tokens * palm_flops_per_token(mm, a.layers, a.heads,
-                                          a.head_dim, seq)
-    extra = {"none": 0, "selective": core,
-             "full": 2 * (mm - a.vocab * a.hidden) + core}[recompute]
-    return {"params": P.total(a), "matmul_params": mm, "tokens": tokens,
-            "model_flops": float(model),
-            "hardware_flops": float(model + tokens * extra),
-            "palm_flops": float(model)}
 
 
 def training_days(tokens: float, params: float, gpus: int,
