@@ -4,6 +4,7 @@
     python -m labkit comm --params 7e9 --gpus 8 --strategy zero3
     python -m labkit flops --layers 96 --hidden 12288 --heads 96 --seq 2048 \
         --vocab 51200 --batch 1536
+    python -m labkit params --hf-config config.json --json
     python -m labkit pipeline --schedule 1f1b --stages 4 --microbatches 8
     python -m labkit profile RUN_DIR
     python -m labkit plan --params 70e9 --gpus 8 --gpu a100-80gb --batch 64
@@ -22,6 +23,7 @@ COMMANDS = {
     "memory": ("labkit.predict.memory", "per-GPU memory ledger (ZeRO stages, FSDP, offload)"),
     "comm": ("labkit.predict.sharding", "communication volume and time per step"),
     "flops": ("labkit.predict.flops", "parameters, FLOPs per iteration, MFU"),
+    "params": ("labkit.predict.params", "parameters of a model's config.json, per component"),
     "pipeline": ("labkit.predict.pipeline_parallel", "pipeline schedules and bubble fraction"),
     "profile": ("labkit.measure.profiling", "compute / comm / data / idle breakdown of traces"),
     "preflight": ("labkit.preflight", "is this machine what a lab profile needs? (exit 0/1/2)"),

@@ -2,6 +2,10 @@
 
     python -m labkit.model            # prints the default size and one loss
 
+Any architecture record (the Llama-style block too) builds with
+:func:`build_arch` (:mod:`labkit.decoder`); this GPT is the record's
+``gpt-tiny`` preset (:func:`arch_of`).
+
 A decoder-only transformer in the GPT-2 layout (pre-LayerNorm, learned
 positions, GELU MLP of width 4h), with no weight tying so that the parameter
 count is the Megatron formula plus the output layer (see
@@ -216,6 +220,21 @@ def add_shape_arguments(parser, **defaults) -> None:
 def config_from_args(args) -> GPTConfig:
     """The GPTConfig named by the flags of :func:`add_shape_arguments`."""
     return GPTConfig(**{name: getattr(args, name) for name in SHAPE})
+
+
+def arch_of(config: GPTConfig):
+    """The architecture record of a GPTConfig (:mod:`labkit.arch`)."""
+    from labkit import arch
+    return arch.gpt(config.layers, config.hidden, config.heads,
+                    config.vocab, config.seq, config.mlp_ratio)
+
+
+def build_arch(a, seed: int = 0) -> nn.Module:
+    """The decoder an architecture record describes (GPT or Llama-style,
+    :mod:`labkit.decoder`), the same weights on every rank from the seed."""
+    from labkit.decoder import Decoder
+    torch.manual_seed(seed)
+    return Decoder(a)
 
 
 def count_params(model: nn.Module) -> int:

@@ -39,3 +39,25 @@ def test_bad_input():
         CP.ring_bytes(1, 100, 64, 3)
     with pytest.raises(ValueError):
         CP.saved_bytes(1, 64, 64, 4, 0)
+
+
+def test_gqa_shrinks_ring_and_saved_by_the_kv_width():
+    from labkit import arch
+    a = arch.preset("llama3.1-405b")            # 128 heads, 8 KV heads
+    s, mha = 131072, a.with_(kv_heads=0)        # 0: one K/V per head
+    assert a.kv_dim * 16 == a.q_dim == mha.kv_dim
+    ring, ring_mha = CP.ring(a, 1, s, 16), CP.ring(mha, 1, s, 16)
+    assert ring_mha["send"]["bytes"] == 16 * ring["send"]["bytes"]
+    assert ring_mha == CP.ring_bytes(1, s, a.hidden, 16, 2)
+    rows = s // 16
+    assert CP.saved(a, 1, s, 16) == (2 * rows * (a.q_dim + a.kv_dim) * 2
+                                     + rows * a.heads * 4)
+    assert CP.saved(mha, 1, s, 16) == CP.saved_bytes(1, s, a.hidden,
+                                                     a.heads, 16, 2, 4)
+    # Ulysses: Q and output at full width, K and V at the KV width
+    rows8 = s // 8
+    assert CP.ulysses(a, 1, s, 8)["all_to_all"] == {
+        "calls": 8, "bytes": 2 * rows8 * (2 * a.q_dim + 2 * a.kv_dim) * 2}
+    assert CP.ulysses_max(a) == 8
+    with pytest.raises(ValueError, match="KV heads"):
+        CP.ulysses(a, 1, s, 16)

@@ -134,3 +134,44 @@ def test_gpu_preset_from_the_device_name(name, preset):
     assert FL.gpu_preset(name) == preset
     if preset:
         assert FL.peak_tflops(preset) > 0 and preset in FL.GPU_LINKS
+
+
+def test_arch_flops_is_the_gpt_formula_for_a_gpt_preset():
+    from labkit import arch
+    from labkit.predict.flops import arch_flops, model_flops
+    a = arch.preset("gpt-175b")
+    for rc in ("none", "selective", "full"):
+        f = arch_flops(a, 8, 2048, rc)
+        assert f["hardware_flops"] == pytest.approx(
+            hardware_flops(8, 2048, 96, 12288, 51200, rc), rel=1e-12)
+    assert f["model_flops"] == pytest.approx(
+        model_flops(8, 2048, 96, 12288, 51200), rel=1e-12)
+
+
+def test_gqa_and_swiglu_flops_per_token():
+    from labkit import arch
+    from labkit.predict.flops import arch_flops
+    a = arch.preset("llama3-8b")
+    h, kv, f, L, V, s = 4096, 1024, 14336, 32, 128256, 8192
+    n = L * (2 * h * h + 2 * h * kv + 3 * h * f) + V * h
+    got = arch_flops(a, 1, s)["model_flops"] / s
+    assert got == 6 * n + 12 * L * 32 * 128 * s
+    mha = arch_flops(a.with_(kv_heads=0), 1, s)["model_flops"] / s
+    assert mha - got == 6 * L * 2 * h * (h - kv)
+
+
+def test_flops_cli_reads_a_config():
+    import json as _json
+    import subprocess
+    import sys
+    from pathlib import Path
+    cfg = Path(__file__).parent / "data" / "hf_configs" / "llama3-8b.json"
+    r = subprocess.run([sys.executable, "-m", "labkit", "flops",
+                        "--hf-config", str(cfg), "--seq", "8192",
+                        "--batch", "1", "--json"], capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr
+    assert _json.loads(r.stdout)["params"] == 8_030_261_248
+    r = subprocess.run([sys.executable, "-m", "labkit", "flops", "--seq",
+                        "8", "--batch", "1"], capture_output=True, text=True)
+    assert r.returncode == 2 and "--hf-config" in r.stderr

@@ -160,3 +160,20 @@ def test_layers_that_fit_one_gpu():
             for k in (n, n + 1)]
     assert fits[0] <= 0.8 * 16 * gb < fits[1]
     assert layers_that_fit(1 * gb, 24, micro_batch=8, **shape) == 0
+
+
+def test_memory_cli_reads_a_config():
+    import json as _json
+    import subprocess
+    import sys
+    from pathlib import Path
+    cfg = Path(__file__).parent / "data" / "hf_configs" / "llama2-70b.json"
+    r = subprocess.run([sys.executable, "-m", "labkit", "memory",
+                        "--hf-config", str(cfg), "--gpus", "8", "--json"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    led = _json.loads(r.stdout)["ledger"]
+    assert led["params_gpu"] * 8 == 2 * 68_976_648_192
+    r = subprocess.run([sys.executable, "-m", "labkit", "memory",
+                        "--gpus", "8"], capture_output=True, text=True)
+    assert r.returncode == 2 and "--hf-config" in r.stderr

@@ -3,6 +3,8 @@
     python -m labkit dryrun --profile gpu8 --json
     python -m labkit dryrun --layers 80 --hidden 8192 --heads 64 \
         --vocab 32000 --seq 4096 --batch 1 --gpus 16 --strategy fsdp2_full
+    python -m labkit dryrun --hf-config config.json --seq 4096 --gpus 8 \
+        --strategy fsdp2_full --json      # the model's own architecture
 
 A table (GB = 1e9 bytes) or ``--json`` (bytes) per lab and rank role; exit
 status 1 when a lab's model states differ from the ledger by > 1 %.
@@ -134,7 +136,65 @@ def dry_shape(a) -> dict:
     return {"shape": {"cases": [rows[a.gpus]]}}
 
 
+def arch_case(rec, strategy: str, world: int, micro_batch: int, seq: int,
+              bf16: bool):
+    """A data-parallel step of the decoder an architecture record
+    describes (:func:`labkit.model.build_arch`), as :func:`labkit.train
+    .setup` builds the GPT's; predicted: the model-state ledger (fp32
+    weights and Adam, 16 bytes per parameter)."""
+    from labkit.model import build_arch
+    from labkit.predict import params as P
+    from labkit.predict.memory import ledger
+    from labkit.train import make_optimizer
+    from labkit.wrap import ZERO_EQUIVALENT, autocast, wrap
+    if not strategy.startswith(("fsdp2", "ddp")):
+        raise ValueError("--hf-config/--preset run ddp or fsdp2_* strategies"
+                         f" (FSDP1's wrap policy names the GPT's modules), "
+                         f"got {strategy!r}")
+    cfg = L.GPTConfig(vocab=rec.vocab, seq=seq)
+
+    def setup(ctx):
+        from labkit.dryrun.fake import fake_ddp_hook
+        model = wrap(build_arch(rec), strategy, ctx, bf16=bf16)
+        if strategy == "ddp" and ctx.backend == "fake":
+            fake_ddp_hook(model)
+        opt, amp = make_optimizer(model), autocast(ctx, strategy, bf16)
+        x, y = L.local_batch(*L.batch(cfg, micro_batch * world, 0,
+                                      device=ctx.device),
+                             ctx.rank, ctx.world_size)
+
+        def step(tracker):
+            opt.zero_grad(set_to_none=True)
+            with amp:
+                loss = tracker.forward(model, x, y)
+            loss.backward()
+            opt.step()
+        return model, opt, step
+    led = ledger(P.total(rec), world, ZERO_EQUIVALENT[strategy],
+                 precision="fp32")
+    states = led.params_gpu + led.grads_gpu + led.optimizer_gpu
+    pred = {"params": led.params_gpu, "grads": led.grads_gpu,
+            "optimizer": led.optimizer_gpu, "gathered": led.transient_gpu,
+            "activations": None, "states": states, "total": led.gpu_total}
+    return L.Case("arch", strategy, "every rank", world, 0, setup, pred,
+                  ("arch", strategy, str(rec), world, micro_batch, seq,
+                   bf16))
+
+
+def dry_arch(a, rec) -> dict:
+    if a.seq is None:
+        raise ValueError("--hf-config/--preset need --seq (tokens per "
+                         "sequence of the step)")
+    from labkit.wrap import check_strategy
+    check_strategy(a.strategy, a.gpus)
+    case = arch_case(rec, a.strategy, a.gpus, a.batch, a.seq, not a.fp32)
+    row = run_cases([case], gpu_bytes(a.gpu), {})[0]
+    return {rec.name or "arch": {"cases": [row]}}
+
+
 def add_arguments(p) -> None:
+    from labkit import arch
+    arch.add_arguments(p)   # a model's config.json or a named preset
     p.add_argument("--profile", help="gpu8, gpu1, cpu: every lab of the "
                    "profile at its sizes")
     p.add_argument("--only", help="one lab of the profile")
@@ -156,7 +216,15 @@ def main(a) -> int:
     shape = [a.layers, a.hidden, a.heads, a.vocab, a.seq]
     if a.profile and any(v is not None for v in shape):
         raise ValueError("give --profile or a free shape, not both")
-    if a.profile:
+    from labkit import arch
+    rec = arch.from_args(a)
+    if rec is not None and (a.profile or any(
+            v is not None for v in shape[:4])):
+        raise ValueError("give --hf-config/--preset or a free shape or "
+                         "--profile, not two")
+    if rec is not None:
+        out = dry_arch(a, rec)
+    elif a.profile:
         out = dry_profile(a.profile, gpu_bytes(a.gpu), a.only)
     elif all(v is not None for v in shape):
         from labkit.wrap import check_strategy

@@ -2,6 +2,7 @@
 
     python -m labkit flops --layers 96 --hidden 12288 --heads 96 \
         --seq 2048 --vocab 51200 --batch 1536
+    python -m labkit flops --hf-config config.json --seq 8192 --batch 512
     python -m labkit flops --layers 128 --hidden 25600 --heads 160 \
         --seq 2048 --vocab 51200 --batch 3072 --gpus 3072 \
         --tflops-per-gpu 163 --recompute full --peak a100
@@ -37,55 +38,13 @@ from dataclasses import asdict, dataclass
 
 from labkit.predict.memory import gpt_params
 
-# Dense (no 2:4 sparsity) 16-bit tensor-core peaks, TFLOP/s per GPU.
-PEAKS = {
-    "a100": (312.0, "NVIDIA A100 datasheet: BF16/FP16 tensor core 312 "
-             "TFLOPS dense (624 with sparsity), SXM and PCIe"),
-    "h100": (989.4, "NVIDIA H100 SXM: BF16 tensor core 1,979 TFLOPS with "
-             "sparsity, 989.4 dense (H100 architecture whitepaper)"),
-    "h100-pcie": (756.0, "NVIDIA H100 PCIe datasheet: BF16 1,513 TFLOPS "
-                  "with sparsity, 756 dense"),
-    "h200": (989.4, "NVIDIA H200 SXM datasheet: BF16 1,979 TFLOPS with "
-             "sparsity, 989.4 dense (same GH100 compute as H100 SXM)"),
-}
-PEAKS["h100-sxm"] = PEAKS["h100"]
-PEAKS.update({
-    "l4": (121.0, "NVIDIA L4 datasheet: BF16 tensor core 242 TFLOPS with "
-           "sparsity, 121 dense"),
-    "t4": (65.0, "NVIDIA T4 datasheet: FP16 mixed-precision tensor core 65 "
-           "TFLOPS; Turing has no bf16 tensor cores (bf16 runs far slower)"),
-})
-# CUDA device names (torch.cuda.get_device_name) -> preset, most specific
-# first: "NVIDIA H100 PCIe" must not match the SXM entry.
-GPU_NAMES = (("h100 pcie", "h100-pcie"), ("h100 nvl", None), ("h200 nvl", None),
-             ("h100", "h100-sxm"), ("h200", "h200"), ("a100", "a100"),
-             ("l4", "l4"), ("t4", "t4"))
-# The GPU-to-GPU link of a node of each preset (labkit.predict.collectives);
-# PCIe cards talk over PCIe unless an NVLink bridge joins a pair.
-GPU_LINKS = {"h100-sxm": "nvlink4", "h200": "nvlink4", "a100": "nvlink3",
-             "h100-pcie": "pcie5", "l4": "pcie4", "t4": "pcie3"}
+from labkit.predict.gpus import (GPU_LINKS, GPU_NAMES, PEAKS,  # noqa: F401
+                                 gpu_preset)
+# PaLM's per-token count and the FLOPs of any architecture record (GQA,
+# SwiGLU, experts) live in flops_arch; this module is the GPT's closed forms
+from labkit.predict.flops_arch import (RECOMPUTE, _positive,  # noqa: F401
+                                       arch_flops, palm_flops_per_token)
 
-
-def gpu_preset(device_name: str) -> str | None:
-    """The preset of a CUDA device name, or None for a GPU not in PEAKS.
-
-    ``gpu_preset("NVIDIA H100 80GB HBM3") == "h100-sxm"``,
-    ``gpu_preset("NVIDIA H100 PCIe") == "h100-pcie"``; an unknown GPU gets
-    None, never a guess.
-    """
-    name = " ".join(device_name.lower().replace("-", " ").split())
-    words = set(name.split())
-    for key, preset in GPU_NAMES:  # NVL cards: other peaks, not listed
-        if (key in words if " " not in key else key in name):
-            return preset
-    return None
-RECOMPUTE = ("none", "selective", "full")
-
-
-def _positive(**kw) -> None:
-    for name, v in kw.items():
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ValueError(f"{name} must be a positive integer, got {v!r}")
 
 
 def peak_tflops(preset: str) -> float:
@@ -116,12 +75,6 @@ def matmul_params(layers: int, hidden: int, vocab: int,
     """
     _positive(layers=layers, hidden=hidden, vocab=vocab, mlp_ratio=mlp_ratio)
     return (4 + 2 * mlp_ratio) * layers * hidden ** 2 + vocab * hidden
-
-
-def palm_flops_per_token(n_params: float, layers: int, heads: int,
-                         head_dim: int, seq: int) -> float:
-    """Model FLOPs per token, ``6 N + 12 L H Q T`` (PaLM, Appendix B)."""
-    return 6 * n_params + 12 * layers * heads * head_dim * seq
 
 
 def model_flops(batch: int, seq: int, layers: int, hidden: int,
@@ -198,16 +151,22 @@ class FlopsReport:
 def report(layers: int, hidden: int, heads: int, seq: int, vocab: int,
            batch: int, gpus: int = 1, tflops_per_gpu: float | None = None,
            iteration_seconds: float | None = None, peak: str | None = None,
-           recompute: str = "none", tied: bool = False) -> FlopsReport:
+           recompute: str = "none", tied: bool = False,
+           arch=None) -> FlopsReport:
     """Parameters, FLOPs per iteration and, given a throughput, MFU.
 
     Give at most one of ``tflops_per_gpu`` (hardware TFLOP/s per GPU, as
     counted with ``recompute``, the way Narayanan et al. 2021 report them)
     and ``iteration_seconds``; ``peak`` names a GPU preset for MFU/HFU.
+    ``arch``: an architecture record (:mod:`labkit.arch`) instead of the
+    GPT shape (its fields replace layers, hidden, heads and vocab).
     """
+    if arch is not None:
+        layers, hidden, heads, vocab = (arch.layers, arch.hidden,
+                                        arch.heads, arch.vocab)
     _positive(layers=layers, hidden=hidden, heads=heads, seq=seq,
               vocab=vocab, batch=batch, gpus=gpus)
-    if hidden % heads:
+    if arch is None and hidden % heads:
         raise ValueError(f"hidden ({hidden}) is not divisible by heads "
                          f"({heads})")
     if tflops_per_gpu is not None and iteration_seconds is not None:
@@ -217,14 +176,19 @@ def report(layers: int, hidden: int, heads: int, seq: int, vocab: int,
                     ("iteration_seconds", iteration_seconds)):
         if v is not None and not v > 0:
             raise ValueError(f"{name} must be positive, got {v!r}")
-    n = (megatron_params(layers, hidden, vocab, seq) if tied else
-         gpt_params(layers, hidden, heads, vocab, seq))
-    mm = matmul_params(layers, hidden, vocab)
-    tokens = batch * seq
-    mf = model_flops(batch, seq, layers, hidden, vocab)
-    hf = hardware_flops(batch, seq, layers, hidden, vocab, recompute)
-    palm = palm_flops_per_token(mm, layers, heads, hidden // heads,
-                                seq) * tokens
+    if arch is not None:
+        f = arch_flops(arch, batch, seq, recompute)
+        n, mm, tokens = f["params"], f["matmul_params"], f["tokens"]
+        mf, hf, palm = f["model_flops"], f["hardware_flops"], f["palm_flops"]
+    else:
+        n = (megatron_params(layers, hidden, vocab, seq) if tied else
+             gpt_params(layers, hidden, heads, vocab, seq))
+        mm = matmul_params(layers, hidden, vocab)
+        tokens = batch * seq
+        mf = model_flops(batch, seq, layers, hidden, vocab)
+        hf = hardware_flops(batch, seq, layers, hidden, vocab, recompute)
+        palm = palm_flops_per_token(mm, layers, heads, hidden // heads,
+                                    seq) * tokens
     r = FlopsReport(n, mm, tokens, mf, hf, palm, recompute, gpus)
     if peak is not None:
         r.peak_tflops = peak_tflops(peak)
@@ -248,11 +212,13 @@ def report(layers: int, hidden: int, heads: int, seq: int, vocab: int,
 # --------------------------------------------------------------------------
 
 def add_arguments(p) -> None:
-    p.add_argument("--layers", type=int, required=True)
-    p.add_argument("--hidden", type=int, required=True)
-    p.add_argument("--heads", type=int, required=True)
+    from labkit.predict import arch
+    arch.add_arguments(p)   # --hf-config / --preset instead of the shape
+    p.add_argument("--layers", type=int)
+    p.add_argument("--hidden", type=int)
+    p.add_argument("--heads", type=int)
     p.add_argument("--seq", type=int, required=True)
-    p.add_argument("--vocab", type=int, required=True)
+    p.add_argument("--vocab", type=int)
     p.add_argument("--batch", type=int, required=True,
                    help="global batch size in sequences per iteration")
     p.add_argument("--gpus", type=int, default=1)
@@ -273,9 +239,19 @@ def add_arguments(p) -> None:
 
 
 def main(args) -> int:
+    from labkit.predict import arch
+    a = arch.from_args(args)
+    shape = ("layers", "hidden", "heads", "vocab")
+    if a is None and any(getattr(args, k) is None for k in shape):
+        raise ValueError("give --hf-config PATH or --preset NAME, or all of "
+                         "--layers --hidden --heads --vocab")
+    if a is not None and args.tied:
+        raise ValueError("--tied goes with the GPT shape flags; a config "
+                         "says tie_word_embeddings itself")
     r = report(args.layers, args.hidden, args.heads, args.seq, args.vocab,
                args.batch, args.gpus, args.tflops_per_gpu,
-               args.iteration_seconds, args.peak, args.recompute, args.tied)
+               args.iteration_seconds, args.peak, args.recompute, args.tied,
+               arch=a)
     if args.json:
         print(json.dumps(asdict(r), indent=1))
         return 0

@@ -3,6 +3,7 @@
     python -m labkit memory --params 70e9 --gpus 8 --gpu-mem 80 --stage 3
     python -m labkit memory --params 70e9 --gpus 8 --gpu-mem 80 --stage 3 \
         --offload optimizer --json
+    python -m labkit memory --hf-config config.json --gpus 8 --stage 3
 
 Model states (Rajbhandari et al. 2020, "ZeRO", Sec. 3.1 and Fig. 1): with
 mixed-precision Adam each parameter costs 2 bytes (fp16/bf16 weights) +
@@ -40,36 +41,8 @@ PRECISIONS = ("mixed", "fp32")
 OFFLOADS = ("none", "optimizer", "params")
 
 
-# -- parameter count -------------------------------------------------------
-
-def gpt_params(layers: int, hidden: int, heads: int, vocab: int, seq: int,
-               mlp_ratio: int = 4, tied: bool = False,
-               final_norm: bool = True) -> int:
-    """Parameters of a GPT decoder with biases and learned positions.
-
-    Per layer: QKV (3h^2 + 3h), attention output (h^2 + h), MLP
-    (2 r h^2 + r h + h) and two LayerNorms (4h): (4 + 2r) h^2 + (9 + r) h.
-    With r = 4 that is 12 h^2 + 13 h, and with tied embeddings and no final
-    LayerNorm the total is Narayanan et al. 2021 ("Efficient Large-Scale
-    Language Model Training on GPU Clusters using Megatron-LM"), Sec. 5.1:
-    P = 12 l h^2 (1 + 13/(12 h) + (V + s)/(12 l h)).
-    The course's tiny GPT (labkit.model) unties the output layer (+ V h) and
-    has a final LayerNorm (+ 2 h).
-    """
-    for name, v in dict(layers=layers, hidden=hidden, heads=heads,
-                        vocab=vocab, seq=seq, mlp_ratio=mlp_ratio).items():
-        if not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be a positive integer, got {v!r}")
-    if hidden % heads:
-        raise ValueError(f"hidden ({hidden}) is not divisible by heads ({heads})")
-    h, r = hidden, mlp_ratio
-    per_layer = (4 + 2 * r) * h * h + (9 + r) * h
-    total = layers * per_layer + (vocab + seq) * h
-    if not tied:
-        total += vocab * h
-    if final_norm:
-        total += 2 * h
-    return total
+# -- parameter count: labkit.predict.params (every tensor of a record) ----
+from labkit.predict.params import gpt_params  # noqa: E402,F401
 
 
 # -- bytes per parameter ---------------------------------------------------
@@ -248,89 +221,17 @@ def verdict(params: float, gpus: int, gpu_mem_bytes: float,
     return out
 
 
-# -- activations -------------------------------------------------------------
-
-def activation_bytes_per_layer(seq: int, batch: int, hidden: int, heads: int,
-                               tp: int = 1, sequence_parallel: bool = False,
-                               recompute: str = "none") -> float:
-    """Activation bytes one transformer layer stores for backward (16-bit).
-
-    Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
-    Transformer Models", Table 2 (s = seq, b = micro-batch, h = hidden,
-    a = heads, t = tensor-parallel size):
-      no parallelism          s b h (34 + 5 a s / h)
-      tensor parallel         s b h (10 + 24/t + 5 a s / (h t))
-      tensor + sequence par.  s b h / t (34 + 5 a s / h)
-      selective recompute     drops the 5 a s / h attention term
-      full recompute          2 s b h  (only the layer input is kept)
-    """
-    if recompute not in ("none", "selective", "full"):
-        raise ValueError(f"unknown recompute {recompute!r}")
-    for name, v in dict(seq=seq, batch=batch, hidden=hidden, heads=heads,
-                        tp=tp).items():
-        if not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be a positive integer, got {v!r}")
-    s, b, h, a, t = seq, batch, hidden, heads, tp
-    sbh = s * b * h
-    if recompute == "full":
-        return 2.0 * sbh
-    attn = 0.0 if recompute == "selective" else 5.0 * a * s / h
-    if sequence_parallel:
-        return sbh / t * (34 + attn)
-    return sbh * (10 + 24 / t + attn / t)
-
-
-def activation_bytes_model(layers: int, seq: int, batch: int, hidden: int,
-                           heads: int, fused_attention: bool = True,
-                           recompute: str = "none") -> float:
-    """Activation bytes of ``layers`` transformer layers (16-bit), the
-    headline figure of chapter 1.
-
-    Korthikanti et al. 2022, Table 2: ``s b h (34 + 5 a s / h)`` per layer
-    counts the ``a s^2 b`` attention scores, their softmax and its dropout
-    mask (the ``5 a s / h`` term). A fused attention kernel
-    (FlashAttention, Dao et al. 2022, Sec. 3.1; PyTorch's
-    ``scaled_dot_product_attention``, which the course's GPT uses) keeps
-    only its inputs, output and the per-row softmax statistics and
-    recomputes the scores in backward, so that term is not stored:
-    ``34 s b h`` per layer (``fused_attention=True``, the realistic figure).
-    ``fused_attention=False`` is the paper's accounting of an eager
-    attention. Full recomputation keeps ``2 s b h`` either way.
-    """
-    if not isinstance(layers, int) or layers < 1:
-        raise ValueError(f"layers must be a positive integer, got {layers!r}")
-    if recompute == "none" and fused_attention:
-        recompute = "selective"   # the same bytes: no attention scores
-    return layers * activation_bytes_per_layer(seq, batch, hidden, heads,
-                                               recompute=recompute)
-
-
-def layers_that_fit(gpu_bytes: float, layers: int, hidden: int, heads: int,
-                    vocab: int, seq: int, micro_batch: int,
-                    bytes_per_param: float = 16.0,
-                    headroom: float = 0.8) -> int:
-    """The most layers, up to ``layers``, one GPU can train (0: none).
-
-    Model states ``bytes_per_param x Psi`` (16: mixed-precision Adam, or fp32
-    Adam, ZeRO paper Sec. 3.1) plus the activations of Korthikanti et al.
-    2022, Table 2 (16-bit, no recomputation: an upper bound for kernels that
-    keep no attention matrix) must fit in ``headroom`` of the GPU's bytes;
-    the rest is left for the allocator, workspaces and the CUDA context.
-    """
-    if not gpu_bytes > 0 or not 0 < headroom <= 1:
-        raise ValueError("gpu_bytes must be > 0 and headroom in (0, 1]")
-    act = activation_bytes_per_layer(seq, micro_batch, hidden, heads)
-    for n in range(layers, 0, -1):
-        psi = gpt_params(n, hidden, heads, vocab, seq)
-        if bytes_per_param * psi + n * act <= headroom * gpu_bytes:
-            return n
-    return 0
+# -- activations: labkit.predict.activation_budget (one concept per file) --
+from labkit.predict.activation_budget import (  # noqa: E402,F401
+    activation_bytes_model, activation_bytes_per_layer, layers_that_fit)
 
 
 # -- command line -------------------------------------------------------------
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--params", type=float, required=True,
+    from labkit.predict import arch
+    arch.add_arguments(p)   # the count from a config.json or a preset
+    p.add_argument("--params", type=float,
                    help="number of parameters, e.g. 70e9")
     p.add_argument("--gpus", type=int, default=8, help="data-parallel ranks")
     p.add_argument("--gpu-mem", type=float, default=80.0,
@@ -352,6 +253,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args) -> int:
+    from labkit.predict import arch
+    from labkit.predict.params import total
+    rec = arch.from_args(args)
+    if (rec is None) == (args.params is None):
+        raise ValueError("give --params N or --hf-config PATH / --preset "
+                         "NAME (one of them)")
+    if rec is not None:
+        args.params = float(total(rec))
     if args.stage not in (0, 1, 2, 3):
         raise ValueError(f"--stage must be 0, 1, 2 or 3, got {args.stage}")
     if args.gpu_mem <= 0:

@@ -58,30 +58,9 @@ from dataclasses import asdict, dataclass
 from labkit.predict.collectives import (collective_time, get_link,
                                         ring_bytes_sent, LINKS)
 
-STRATEGIES = ("ddp", "no_shard", "zero1", "zero2", "shard_grad_op", "zero3",
-              "full_shard", "hybrid_shard", "hybrid_shard_zero2")
-# The ZeRO volume of each logical byte: an all-reduce is a reduce-scatter
-# plus an all-gather (ZeRO Sec. 7.1).
-PHI_UNITS = {"all_reduce": 2, "all_gather": 1, "reduce_scatter": 1,
-             "broadcast": 1,
-             # DeepSpeed ZeRO-1/2 without multi-rank bucket all-reduce send
-             # each gradient slice to its owner: N reduces of Phi/N elements,
-             # a reduce-scatter done piecewise (lab 4).
-             "reduce": 1}
-# FSDP2 / FSDP1 / DeepSpeed names -> the names of this module.
-ALIASES = {"fsdp2_full": "full_shard", "fsdp2_grad_op": "shard_grad_op",
-           "fsdp2_hybrid": "hybrid_shard", "fsdp1_full_shard": "full_shard",
-           "fsdp1_shard_grad_op": "shard_grad_op",
-           "fsdp1_no_shard": "no_shard", "fsdp1_hybrid_shard": "hybrid_shard",
-           "zero0": "ddp"}
-
-
-def canonical(strategy: str) -> str:
-    s = ALIASES.get(strategy, strategy)
-    if s not in STRATEGIES:
-        raise ValueError(f"unknown strategy {strategy!r}: choose from "
-                         f"{', '.join(STRATEGIES)}")
-    return s
+from labkit.predict.strategy_names import (ALIASES, PHI_UNITS,  # noqa
+                                           STRATEGIES, _positive,
+                                           canonical)
 
 
 @dataclass
@@ -264,25 +243,15 @@ def overlap(params: float, gpus: int, strategy: str, tokens_per_gpu: float,
                              "exposed_s": exposed[p]} for p in compute}}
 
 
-def _positive(**kw) -> None:
-    for name, v in kw.items():
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (
-                v > 0 and math.isfinite(v)):
-            raise ValueError(f"{name} must be a positive number, got {v!r}")
-
-
 # The exact calls of a real model live in sharding_calls (one concept per
-# file); they stay reachable as sharding.<name> (PEP 562), without a
-# circular import at load time.
+# file); they stay reachable as sharding.<name>. sharding_calls reads the
+# strategy names from strategy_names, not from here: no import circle.
+from labkit.predict.sharding_calls import (  # noqa: E402,F401
+    ddp_buckets, fsdp_unit_numel, node_of_rank, node_split, predict_calls,
+    summarize)
+
 CALLS = ("fsdp_unit_numel", "ddp_buckets", "predict_calls", "node_of_rank",
          "node_split", "summarize")
-
-
-def __getattr__(name: str):
-    if name in CALLS:
-        from labkit.predict import sharding_calls
-        return getattr(sharding_calls, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # -- command line -------------------------------------------------------------

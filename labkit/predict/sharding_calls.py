@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from labkit.predict.sharding import _positive, canonical
+from labkit.predict.strategy_names import _positive, canonical
 
 
 def fsdp_unit_numel(shapes, world_size: int, version: int = 2,

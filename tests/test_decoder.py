@@ -1,0 +1,113 @@
+"""labkit.decoder: its parameters are the record's count for every preset
+and test config (tiny sizes on CPU, real sizes on the meta device), and
+its forward pass is transformers' for the same weights (test-only oracle).
+"""
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from labkit import arch as A
+from labkit.model import (GPTConfig, arch_of, batch, build, build_arch,
+                          count_params)
+from labkit.predict import params as P
+
+CONFIGS = Path(__file__).resolve().parent / "data" / "hf_configs"
+
+
+def _build(a):
+    if P.total(a) < 5e6:
+        return build_arch(a)
+    with torch.device("meta"):
+        return build_arch(a)
+
+
+@pytest.mark.parametrize("name", list(A.PRESETS))
+def test_presets_count(name):
+    a = A.preset(name)
+    assert count_params(_build(a)) == P.total(a)
+
+
+@pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.json")),
+                         ids=lambda p: p.stem)
+def test_configs_count(path):
+    a = A.from_hf_config(path)
+    m = _build(a)
+    assert count_params(m) == P.total(a)
+    ours = sorted(p.numel() for p in m.parameters())
+    assert ours == sorted(P.numel(s) for _, s, _ in P.tensors(a))
+
+
+def test_gpt_preset_is_the_course_gpt():
+    c = GPTConfig()
+    assert arch_of(c) == A.preset("gpt-tiny").with_(name="")
+    assert count_params(build(c)) == count_params(build_arch(arch_of(c)))
+
+
+def test_moe_record_builds_and_counts():
+    a = A.preset("llama-tiny").with_(experts=4, top_k=2, expert_ffn=32,
+                                     shared_experts=1, first_dense_layers=1)
+    m = build_arch(a)
+    assert count_params(m) == P.total(a)
+    x, y = batch(GPTConfig(vocab=a.vocab, seq=16), 2, step=0)
+    m(x, y).backward()
+
+
+def test_llama_tiny_learns():
+    a = A.preset("llama-tiny")
+    m = build_arch(a)
+    opt = torch.optim.AdamW(m.parameters(), lr=3e-3)
+    c = GPTConfig(vocab=a.vocab, seq=32)
+    losses = []
+    for step in range(15):
+        x, y = batch(c, 8, step)
+        loss = m(x, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0] - 0.5, losses
+
+
+HF_NAME = [(r"^embed\.tok\.", "model.embed_tokens."),
+           (r"^blocks\.(\d+)\.ln1\.", r"model.layers.\1.input_layernorm."),
+           (r"^blocks\.(\d+)\.ln2\.",
+            r"model.layers.\1.post_attention_layernorm."),
+           (r"^blocks\.(\d+)\.attn\.([qkvo])\.", r"model.layers.\1.self_attn.\2_proj."),
+           (r"^blocks\.(\d+)\.attn\.([qk]_norm)\.",
+            r"model.layers.\1.self_attn.\2."),
+           (r"^blocks\.(\d+)\.mlp\.(gate|up|down)\.",
+            r"model.layers.\1.mlp.\2_proj."),
+           (r"^head\.ln_f\.", "model.norm."), (r"^head\.out\.", "lm_head.")]
+
+
+def _hf_name(n):
+    for pat, rep in HF_NAME:
+        if re.match(pat, n):
+            return re.sub(pat, rep, n)
+    raise AssertionError(n)
+
+
+@pytest.mark.parametrize("name", ["tiny-llama-tied", "llama-mqa",
+                                  "llama-biases-head-dim",
+                                  "qwen3-tiny-default-head-dim",
+                                  "mistral-default-kv"])
+def test_forward_equals_transformers(name):
+    tf = pytest.importorskip("transformers")
+    cfg = json.loads((CONFIGS / f"{name}.json").read_text())
+    config = tf.AutoConfig.for_model(**cfg)
+    config._attn_implementation = "eager"
+    torch.manual_seed(0)
+    hf = tf.AutoModelForCausalLM.from_config(config).eval()
+    ours = build_arch(A.from_hf_config(CONFIGS / f"{name}.json")).eval()
+    theirs = dict(hf.named_parameters())
+    with torch.no_grad():
+        for n, p in ours.named_parameters():
+            p.copy_(theirs[_hf_name(n)])
+    idx = torch.randint(0, cfg["vocab_size"], (2, 12))
+    with torch.no_grad():
+        want = hf(input_ids=idx).logits
+        got = ours(idx)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
