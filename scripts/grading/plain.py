@@ -3,9 +3,13 @@
     encode(value) -> JSON-able tree      (student side, untrusted)
     decode(tree)  -> value               (grader side)
 
-Only exact built-in types are plain: an ``int`` subclass whose ``==`` is
-always true is not an int here (``NotPlain``, and ``suspicious`` says it
-subclasses a plain type, which the grader reports as tampering). Arrays and
+Built-in types are plain, and so are their subclasses that keep the
+built-in's behaviour (a namedtuple, ``torch.Size``, ``os.statvfs(...)``,
+``collections.Counter``): they travel as the built-in value (a tuple, a
+dict), so that an honest helper of such a type is read by value. A
+subclass that redefines comparison, hashing or arithmetic (an ``int``
+whose ``==`` is always true) is not plain (``NotPlain``; ``suspicious``
+says so, and the grader calls it tampering only when a test reads it). Arrays and
 tensors travel as raw bytes with dtype and shape; dataclass records of the
 course package (``labkit.*``) as their fields, rebuilt by the grader with
 the class's own constructor. Nothing is ever unpickled.
@@ -25,10 +29,34 @@ class NotPlain(TypeError):
     """A value the grader cannot take as data."""
 
 
+BASES = (bool, int, float, str, tuple, list, dict, set, frozenset)
+# the standard library's and torch's own subclasses of the plain types
+TRUSTED = ("collections", "torch", "os", "posix", "time", "typing",
+           "numpy", "sys", "builtins", "pathlib", "enum")
+BEHAVIOUR = {"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__",
+             "__hash__", "__bool__", "__abs__", "__sub__", "__rsub__",
+             "__add__", "__radd__", "__truediv__", "__rtruediv__",
+             "__mul__", "__rmul__", "__float__", "__int__", "__index__",
+             "__len__", "__iter__", "__getitem__", "__contains__",
+             "__round__", "__neg__", "__pow__", "__class__", "__getattribute__", "__instancecheck__"}
+
+
+def _base(v):
+    return next((b for b in BASES if isinstance(v, b)), None)
+
+
 def suspicious(v) -> bool:
-    """A subclass of a plain type: it may redefine ``==`` and friends."""
-    base = (bool, int, float, str, list, tuple, dict, set, frozenset)
-    return isinstance(v, base) and type(v) not in base
+    """A subclass of a plain type that redefines its behaviour (``==``,
+    arithmetic, ...): a value that could pass any comparison."""
+    base, t = _base(v), type(v)
+    if base is None or t is base:
+        return False
+    if t.__module__.split(".")[0] in TRUSTED:
+        return False
+    for k in t.__mro__[:t.__mro__.index(base)]:
+        if BEHAVIOUR & set(vars(k)) or type(k) is not type:
+            return True
+    return False
 
 
 def _array(v):
@@ -64,6 +92,13 @@ def encode(v, depth: int = 0):
     if t is dict:
         return {"__dict__": [[encode(k, depth + 1), encode(x, depth + 1)]
                              for k, x in v.items()]}
+    base = _base(v)
+    if base is not None and not suspicious(v):   # an honest subclass
+        if base in (dict,):
+            return encode(dict(dict.items(v)), depth)
+        if base in (tuple, list, set, frozenset):
+            return encode(base(base.__iter__(v)), depth)
+        return encode(base(v), depth)
     arr = _array(v)
     if arr is not None:
         kind, a = arr
