@@ -159,6 +159,9 @@ def _rerun(lab: str, source: str) -> str:
     else:
         got = RERUN(lab, source)
     got = dict(got) if type(got) is dict else {}
+    if RERUN is not None and type(got.get("wire_bytes")) is not int \
+            and not got.get("error"):
+        got["error"] = "the rerun did not say what its ranks sent"
     ranks = got.get("ranks")
     if not got.get("error") and not (
             type(ranks) is list and len(ranks) == LABS[lab]
@@ -196,6 +199,13 @@ def grade(result: dict) -> list[dict]:
     if not error and re.search(r"\blabkit\b", result.get("source") or ""):
         error = ("your code uses labkit, the course's own implementation: "
                  "the part asks for yours (torch and torch.distributed only)")
+    wire = result.get("wire_bytes")
+    if not error and type(wire) is int and \
+            wire < h.min_wire(result["config"], LABS[result["lab"]]):
+        error = (f"your ranks sent {wire} bytes in all, fewer than the "
+                 f"{h.min_wire(result['config'], LABS[result['lab']])} "
+                 "that the collectives this part needs move at the least: "
+                 "the run's report is not what the ranks did")
     rows = []
     for name, most, fn in h.CHECKS:
         if error:

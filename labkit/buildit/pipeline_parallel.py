@@ -197,6 +197,13 @@ def check_bubble(result):
         "last one comes back, so that the stages work at the same time")
 
 
+
+def min_wire(cfg, w: int) -> int:
+    """Half the bytes of the activations and gradients that cross the
+    p - 1 stage boundaries, once each way per micro-batch."""
+    msg = 4 * (cfg["batch"] * cfg["hidden"] + 2)
+    return (w - 1) * cfg["micro_batches"] * 2 * msg // 2
+
 def expected(cfg, world_size: int) -> dict:
     from labkit.predict.pipeline_parallel import idle_fraction, rank_order
     p, m = world_size, cfg["micro_batches"]

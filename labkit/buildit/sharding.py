@@ -209,6 +209,13 @@ def numels(sizes: list[int]) -> list[int]:
     return [n for a, b in zip(sizes[:-1], sizes[1:]) for n in (a * b, b)]
 
 
+
+def min_wire(cfg, w: int) -> int:
+    """Half the least bytes the all-reduces move in all (a ring all-reduce
+    of Phi: 2 (N-1) Phi), over every cap and step."""
+    phi = 4 * sum(numels(cfg["sizes"]))
+    return len(cfg["caps_bytes"]) * cfg["steps"] * 2 * (w - 1) * phi // 2
+
 def expected(cfg, world_size: int) -> dict:
     n = numels(cfg["sizes"])
     caps = ", ".join(f"{len(buckets(n, c))} at a cap of {c} B"

@@ -153,6 +153,13 @@ def check_comm(result):
     return True, "1 forward, 1 backward", "1 forward, 1 backward", ""
 
 
+
+def min_wire(cfg, w: int) -> int:
+    """Half the least bytes f and g move (two all-reduces of B bytes:
+    2 (N-1) B each)."""
+    b = 4 * cfg["tokens"] * cfg["hidden"]
+    return 2 * 2 * (w - 1) * b // 2
+
 def expected(cfg, world_size: int) -> dict:
     b = 4 * cfg["tokens"] * cfg["hidden"]
     return {"output": f"max |y - unsplit y| < {TOL:g}",

@@ -126,6 +126,14 @@ def check_bytes(result):
         f"reduce_scatter {phi} B, all_gather {phi} B", ""
 
 
+
+def min_wire(cfg, w: int) -> int:
+    """Half the least bytes any ZeRO-1/2 step moves over the network in
+    all (ring reduce-scatter + all-gather: 2 (N-1) Phi per step)."""
+    from labkit.buildit.sharding import numels
+    phi = 4 * sum(numels(cfg["sizes"]))
+    return cfg["steps"] * 2 * (w - 1) * phi // 2
+
 def expected(cfg, world_size: int) -> dict:
     from labkit.buildit.sharding import numels
     phi = 4 * sum(numels(cfg["sizes"]))

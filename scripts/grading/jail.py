@@ -49,7 +49,7 @@ from grading import limits, seccomp
 
 NOFILE = 4096
 FSIZE = 1 << 30           # largest file a submission may write
-DISK = 1 << 30            # bytes of each writable tmpfs in a jail
+DISK = 512 << 20          # bytes of each writable tmpfs in a jail
 
 
 class Jail:
@@ -138,7 +138,7 @@ class Bubblewrap(Jail):
     def describe(self) -> str:
         return ("bubblewrap: namespaces pid, net (loopback only), mount "
                 f"(read-only course copy, writable tmpfs only, "
-                f"{DISK >> 30} GiB each), ipc, uts; seccomp: no ptrace or "
+                f"{DISK >> 20} MiB each), ipc, uts; seccomp: no ptrace or "
                 "process_vm_*; trusted processes non-dumpable as PID 1; "
                 + super().describe().partition("(")[2].rstrip(")"))
 
@@ -175,7 +175,8 @@ class Bubblewrap(Jail):
         for f in sorted(work.iterdir()):
             if f.is_file() and not f.is_symlink():
                 a += ["--ro-bind", str(f), f"/grading/work/{f.name}"]
-        a += ["--chdir", "/grading/work", "--clearenv"]
+        # bwrap's own root is a tmpfs: read-only, or it is unbounded space
+        a += ["--remount-ro", "/", "--chdir", "/grading/work", "--clearenv"]
         env = dict(env, PYTHONPATH="/grading/course", HOME="/grading/work",
                    TMPDIR="/tmp", GRADING_JAILED="1")
         env.pop("GRADING_RO", None)

@@ -8,7 +8,11 @@ part ``lab`` on the harness's ``HIDDEN`` configuration
 one JSON line. This process is PID 1 of its jail and not dumpable (set
 before any rank starts), so no rank can open its pipe; what the ranks
 report is still the student's own data: the evaluator, outside, checks it
-against references it computes itself.
+against references it computes itself. One number is this process's own:
+``wire_bytes``, what the ranks sent over the jail's loopback during the
+run (``/proc/net/dev``; the jail has its own network namespace), which a
+rank can raise but not lower: a report of collectives that never ran
+cannot match it (``labkit.buildit.grade``).
 """
 from __future__ import annotations
 
@@ -16,6 +20,15 @@ import ctypes
 import json
 import os
 import sys
+
+
+def loopback_sent() -> int:
+    """Bytes sent on ``lo`` in this network namespace."""
+    for ln in open("/proc/net/dev").read().splitlines():
+        name, _, data = ln.partition(":")
+        if name.strip() == "lo":
+            return int(data.split()[8])
+    return 0
 
 
 def main() -> None:
@@ -28,9 +41,11 @@ def main() -> None:
         req = json.loads(sys.stdin.readline())
         from labkit import buildit
         lab, source = str(req["lab"]), str(req["source"])
-        out = {"value": buildit.run(lab, sources={"student": source},
-                                    config=buildit.harness(lab).HIDDEN)
-               ["student"]}
+        before = loopback_sent()
+        value = buildit.run(lab, sources={"student": source},
+                            config=buildit.harness(lab).HIDDEN)["student"]
+        value["wire_bytes"] = loopback_sent() - before
+        out = {"value": value}
     except Exception as e:  # noqa: BLE001 - a reason, not a crash
         out = {"error": f"{type(e).__name__}: {e}"[:200]}
     proto.write(json.dumps(out) + "\n")
