@@ -80,3 +80,33 @@ def test_csv_cells_never_formulas(text):
 def test_control_characters_shown_not_obeyed():
     assert report.clean("a\x1b[2Jb\u202ec") == "a\\x1b[2Jb\\x202ec"
     assert report.cell("ok") == "ok" and report.cell(3.0) == 3.0
+
+
+def test_answers_compared_by_value():
+    """issue 30 (9): a list where the key returns tuples (and back),
+    numpy numbers where it returns Python ones, are equal answers."""
+    np = pytest.importorskip("numpy")
+    got = decode(encode([[0, 3], [3, 3]]), by_value=True)
+    assert got == [(0, 3), (3, 3)] and [(0, 3), (3, 3)] == got
+    assert got != [(0, 3), (3, 4)] and not got == [(0, 3)]
+    t = decode(encode((1, 2)), by_value=True)
+    assert t == [1, 2] and isinstance(t, tuple) and {t: 1}[(1, 2)] == 1
+    assert decode(encode([np.int64(3), np.float32(0.5)]), by_value=True) \
+        == (3, 0.5)
+    assert decode(encode(got)) == [[0, 3], [3, 3]]   # plain again
+
+
+def test_hidden_reasons_say_the_kind_never_the_inputs():
+    """issue 30 (8, 9): a failing hidden check without a message says what
+    the student's value is, in kind; an error a student function raised on
+    a hidden case never repeats its message (it may hold the inputs)."""
+    from grading.evaluate import StudentError, reason
+    r = reason(AssertionError(), "hidden", 2, "q2", {},
+               {"chunks": [[0, 3], [3, 3]]})
+    assert r == "hidden check 2 of q2 failed (your `chunks` is a list of " \
+        "2 list)"
+    r = reason(StudentError("`split` ValueError: bad size 123457 for 7"),
+               "hidden", 1, "q2", {})
+    assert "123457" not in r and r.startswith("`split` ValueError")
+    r = reason(KeyError("secret_case_key"), "hidden", 3, "q2", {})
+    assert "secret_case_key" not in r and "KeyError" in r

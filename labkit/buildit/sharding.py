@@ -28,7 +28,7 @@ from labkit.buildit.tensors import cache_key, flat, gap
 CONFIG = {"sizes": [16, 32, 32, 32, 4], "batch": 8, "steps": 2,
           "caps_bytes": [4096, 8192], "seed": 0}
 # what the hidden tests run instead: the rule, not the example
-HIDDEN = {"sizes": [12, 24, 24, 24, 6], "caps_bytes": [600, 2500],
+HIDDEN = {"sizes": [96, 192, 192, 192, 48], "caps_bytes": [38400, 160000],
           "seed": 1}
 TOL = 1e-5
 

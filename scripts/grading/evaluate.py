@@ -88,18 +88,47 @@ def one_line(text: str) -> str:
     return lines[0] if lines else ""
 
 
+def kind_of(v) -> str:
+    """What a value is, in kind ("a list of 3 tuples"), never its items."""
+    if callable(v) and not isinstance(v, type):
+        return "a function"
+    name = type(v).__name__
+    if isinstance(v, (list, tuple, set, dict)):
+        inner = {type(x).__name__ for x in (v.values() if isinstance(
+            v, dict) else v)}
+        base = next(b.__name__ for b in (dict, tuple, list, set)
+                    if isinstance(v, b))
+        what = " or ".join(sorted(inner)) if len(inner) <= 2 else "mixed"
+        return (f"a {base} of {len(v)} {what}" if v else f"an empty {base}")
+    if hasattr(v, "shape") and hasattr(v, "dtype"):
+        return f"a {name} of shape {tuple(v.shape)}"
+    return f"a{'n' if name[0] in 'aeiou' else ''} {name}"
+
+
 def reason(e: BaseException, kind: str, k: int, q: str,
-           unreadable: dict) -> str:
+           unreadable: dict, mine: dict | None = None) -> str:
     """Why case ``k`` of question ``q`` failed, by the check's own message
-    (an assertion's, a build-it check's); never the test's code."""
+    (an assertion's, a build-it check's); never the test's code, and for a
+    hidden case never its inputs (an error's message may carry them: only
+    its type is given). ``mine``: the student's names the case reads, whose
+    kinds are given when the check has no message of its own."""
+    hidden = kind == "hidden"
+    seen = "; ".join(f"your `{n}` is {kind_of(v)}"
+                     for n, v in sorted((mine or {}).items()))[:160]
+    seen = f" ({seen})" if seen else ""
     if isinstance(e, AssertionError):
-        return one_line(str(e)) or f"{kind} check {k} of {q} failed"
+        return one_line(str(e)) or f"{kind} check {k} of {q} failed{seen}"
     if isinstance(e, NameError):
         n = getattr(e, "name", None) or str(e)
         return (f"`{n}` is {unreadable[n]}" if n in unreadable
                 else f"`{n}` is not defined")
     if isinstance(e, StudentError):
-        return one_line(str(e))
+        msg = one_line(str(e))
+        if hidden:   # `f` ValueError: <the hidden inputs> -> `f` ValueError
+            msg = msg.partition(":")[0] + " on a hidden case"
+        return msg
+    if hidden:
+        return f"hidden check {k} of {q} failed: {type(e).__name__}{seen}"
     return f"{kind} check {k} of {q} failed: " + one_line(
         f"{type(e).__name__}: {e}")
 
@@ -186,7 +215,7 @@ def main(job_path: str) -> None:
         if "error" in reply:
             raise StudentError(f"`{name}` {str(reply['error'])[:160]}")
         try:
-            return decode(reply["value"])
+            return decode(reply["value"], by_value=True)
         except (NotPlain, KeyError, ValueError, TypeError) as e:
             raise StudentError(f"`{name}` returned {e}") from None
 
@@ -220,7 +249,7 @@ def main(job_path: str) -> None:
                              "redefine its behaviour")
         if "value" in item:
             try:
-                ns[name] = decode(item["value"])
+                ns[name] = decode(item["value"], by_value=True)
             except (NotPlain, ValueError, TypeError, KeyError,
                     AttributeError, ImportError) as e:
                 unreadable[name] = f"{e}"[:80]
@@ -241,7 +270,11 @@ def main(job_path: str) -> None:
                 got += case["points"]
                 continue
             except BaseException as e:  # noqa: BLE001
-                msg = reason(e, kind, k, q, unreadable)
+                reads = names_read([{"suites": [{"cases": [case]}],
+                                     "points": 1}])
+                mine = {n: ns[n] for n in reads
+                        if n in ns and n not in own}
+                msg = reason(e, kind, k, q, unreadable, mine)
             reasons.append(msg[:200])
         most = float(test["points"])
         results[q] = {"points": min(max(got, 0.0), most), "max": most,

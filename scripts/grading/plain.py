@@ -80,6 +80,8 @@ def _array(v):
 def encode(v, depth: int = 0):
     if depth > MAX_DEPTH:
         raise NotPlain("nested too deep")
+    if type(v) in (ValueList, ValueTuple):      # the grader's own view
+        v = (list if isinstance(v, list) else tuple)(v)
     t = type(v)
     if t in SCALARS:
         if t is float and not math.isfinite(v):
@@ -113,7 +115,44 @@ def encode(v, depth: int = 0):
     raise NotPlain(f"a {t.__module__}.{t.__qualname__}")
 
 
-def decode(tree, depth: int = 0):
+def _same(a, b) -> bool:
+    r = a == b
+    if type(r) is bool:
+        return r
+    try:
+        import numpy as np
+        return bool(np.all(r))
+    except Exception:  # noqa: BLE001 - not comparable: not equal
+        return False
+
+
+class _ByValue:
+    """A student's list or tuple on the grader's side: equal to any list
+    or tuple of equal items (an answer is compared by value, whichever
+    sequence type the key happens to return)."""
+
+    def __eq__(self, other):
+        if not isinstance(other, (list, tuple)):
+            return NotImplemented
+        return len(self) == len(other) and all(
+            _same(a, b) for a, b in zip(self, other))
+
+    def __ne__(self, other):
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+
+class ValueList(_ByValue, list):
+    __hash__ = None
+
+
+class ValueTuple(_ByValue, tuple):
+    __hash__ = tuple.__hash__
+
+
+def decode(tree, depth: int = 0, by_value: bool = False):
+    """``by_value``: lists and tuples compare equal to either (the
+    evaluator's view of a student's answer)."""
     if depth > MAX_DEPTH:
         raise NotPlain("nested too deep")
     t = type(tree)
@@ -128,19 +167,21 @@ def decode(tree, depth: int = 0):
         if s not in ("nan", "inf", "-inf"):
             raise NotPlain("a malformed float")
         return float(s)
-    for tag, make in (("__list__", list), ("__tuple__", tuple),
+    seqs = ((ValueList, ValueTuple) if by_value else (list, tuple))
+    for tag, make in (("__list__", seqs[0]), ("__tuple__", seqs[1]),
                       ("__set__", set)):
         if tag in tree:
-            return make(decode(x, depth + 1) for x in _items(tree[tag]))
+            return make(decode(x, depth + 1, by_value)
+                        for x in _items(tree[tag]))
     if "__dict__" in tree:
         out = {}
         for pair in _items(tree["__dict__"]):
             if type(pair) is not list or len(pair) != 2:
                 raise NotPlain("a malformed dict")
-            k = decode(pair[0], depth + 1)
-            if type(k) not in SCALARS and type(k) is not tuple:
+            k = decode(pair[0], depth + 1, by_value)
+            if type(k) not in SCALARS and not isinstance(k, tuple):
                 raise NotPlain("a dict key that is not plain")
-            out[k] = decode(pair[1], depth + 1)
+            out[k] = decode(pair[1], depth + 1, by_value)
         return out
     if "__array__" in tree:
         return _decode_array(tree["__array__"])
@@ -154,7 +195,8 @@ def decode(tree, depth: int = 0):
         fields = tree.get("fields")
         if type(fields) is not dict:
             raise NotPlain("a malformed record")
-        return cls(**{str(k): decode(x, depth + 1) for k, x in fields.items()})
+        return cls(**{str(k): decode(x, depth + 1, by_value)
+                      for k, x in fields.items()})
     raise NotPlain("an unknown tag")
 
 
