@@ -156,3 +156,36 @@ def test_pipe_reader_lines_and_limit():
         Lines(big.stdout, limit=8 << 20).readline(time.monotonic() + 60)
     big.kill()
     big.wait()
+
+
+@needs_sandbox
+@pytest.mark.skipif(not limits.probe(), reason="cgroups not writable")
+def test_a_jail_is_quiet_while_the_grader_measures(tmp_path):
+    """issue 30 (7): lab 7's measurements run with the student's processes
+    stopped (every process of its cgroup), resumed for calls."""
+    from grading.session import quiet
+    work, course = tmp_path / "w", tmp_path / "c"
+    work.mkdir()
+    (course / "_build").mkdir(parents=True)
+    box = limits.Box.open(f"grade-quiet-{os.getpid()}")
+    p = JAIL.start([PY, "-c", "import subprocess, sys, time\n"
+                    "subprocess.Popen([sys.executable, '-c', "
+                    "'while True: pass'])\ntime.sleep(60)"], work=work,
+                   course=course, env={"PATH": "/usr/bin"}, box=box)
+    try:
+        time.sleep(1.5)
+        pids = (p.cgroups[0] / "cgroup.procs").read_text().split()
+        assert len(pids) >= 2
+        quiet(p, True)
+        time.sleep(0.3)
+        states = [Path(f"/proc/{q}/stat").read_text().split(")")[1].split()[0]
+                  for q in pids]
+        assert set(states) == {"T"}, states
+        quiet(p, False)
+        time.sleep(0.3)
+        states = [Path(f"/proc/{q}/stat").read_text().split(")")[1].split()[0]
+                  for q in pids]
+        assert "T" not in states, states
+    finally:
+        JAIL.stop(p)
+        box.close()

@@ -104,7 +104,7 @@ def test_hidden_reasons_say_the_kind_never_the_inputs():
     r = reason(AssertionError(), "hidden", 2, "q2", {},
                {"chunks": [[0, 3], [3, 3]]})
     assert r == "hidden check 2 of q2 failed (your `chunks` is a list of " \
-        "2 list)"
+        "2 lists)"
     r = reason(StudentError("`split` ValueError: bad size 123457 for 7"),
                "hidden", 1, "q2", {})
     assert "123457" not in r and r.startswith("`split` ValueError")

@@ -93,13 +93,15 @@ def kind_of(v) -> str:
     if callable(v) and not isinstance(v, type):
         return "a function"
     name = type(v).__name__
-    if isinstance(v, (list, tuple, set, dict)):
-        inner = {type(x).__name__ for x in (v.values() if isinstance(
-            v, dict) else v)}
-        base = next(b.__name__ for b in (dict, tuple, list, set)
+    if isinstance(v, dict):
+        return f"a dict of {len(v)} entries" if v else "an empty dict"
+    if isinstance(v, (list, tuple, set)):
+        inner = {type(x).__name__ for x in v}
+        base = next(b.__name__ for b in (tuple, list, set)
                     if isinstance(v, b))
-        what = " or ".join(sorted(inner)) if len(inner) <= 2 else "mixed"
-        return (f"a {base} of {len(v)} {what}" if v else f"an empty {base}")
+        what = (inner.pop().replace("Value", "").lower() + "s"
+                if len(inner) == 1 else "items")
+        return f"a {base} of {len(v)} {what}" if v else f"an empty {base}"
     if hasattr(v, "shape") and hasattr(v, "dtype"):
         return f"a {name} of shape {tuple(v.shape)}"
     return f"a{'n' if name[0] in 'aeiou' else ''} {name}"

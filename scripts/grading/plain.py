@@ -9,7 +9,8 @@ built-in's behaviour (a namedtuple, ``torch.Size``, ``os.statvfs(...)``,
 dict), so that an honest helper of such a type is read by value. A
 subclass that redefines comparison, hashing or arithmetic (an ``int``
 whose ``==`` is always true) is not plain (``NotPlain``; ``suspicious``
-says so, and the grader calls it tampering only when a test reads it). Arrays and
+says so, and the grader calls it tampering only when a test reads it).
+Arrays and
 tensors travel as raw bytes with dtype and shape; dataclass records of the
 course package (``labkit.*``) as their fields, rebuilt by the grader with
 the class's own constructor. Nothing is ever unpickled.
@@ -38,7 +39,8 @@ BEHAVIOUR = {"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__",
              "__add__", "__radd__", "__truediv__", "__rtruediv__",
              "__mul__", "__rmul__", "__float__", "__int__", "__index__",
              "__len__", "__iter__", "__getitem__", "__contains__",
-             "__round__", "__neg__", "__pow__", "__class__", "__getattribute__", "__instancecheck__"}
+             "__round__", "__neg__", "__pow__", "__class__",
+             "__getattribute__", "__instancecheck__"}
 
 
 def _base(v):

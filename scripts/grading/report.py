@@ -92,11 +92,12 @@ def gradebook(path: Path, rows: list[dict]) -> None:
     tot = totals(rows)
     labs = sorted({lab for _, lab in tot})
     people = sorted({s for s, _ in tot})
+    most = {lab: max(t[1] for (_, b), t in tot.items() if b == lab)
+            for lab in labs}
     with path.open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["Student", "ID", "SIS Login ID", "SID", "Section"]
-                   + [f"{lab} (max {max(t[1] for (s, b), t in tot.items() if b == lab):g})"
-                      for lab in labs])
+                   + [f"{lab} (max {most[lab]:g})" for lab in labs])
         for s in people:
             uid = ""
             for (who, _), t in tot.items():

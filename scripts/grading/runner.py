@@ -7,8 +7,8 @@ Every code cell runs in order in one IPython shell, errors and all (a cell
 that fails leaves its names undefined, as in Jupyter). Otter's own cells
 (``grader = otter.Notebook(...)``, ``grader.check(...)``) are not run: the
 grader, not the notebook, runs the tests; the other lines of the cell that
-sets otter up (imports a student added there) run as written. Then one JSON line goes to the
-grader: every global name as plain data (``plain.encode``), or marked as a
+sets otter up (imports a student added there) run as written. Then one
+JSON line goes to the grader: every global name as plain data (``plain.encode``), or marked as a
 function, or as unreadable. After that the runner answers calls, one JSON
 line each way: ``{"call": name, "args": [...], "kwargs": {...}}`` ->
 ``{"value": ...}`` or ``{"error": "..."}``.
