@@ -125,8 +125,11 @@ benchmark: $(STAMP) $(CAI_STAMP)
 assignments: $(STAMP)
 	$(BIN)/python scripts/assignments.py
 
+# grade: JOBS= (submissions at once; default what the memory holds),
+# TIMEOUT= (seconds per notebook), LAB= (pin the assignment)
 grade: $(STAMP) grade-tools
-	$(BIN)/python scripts/grade.py "$(SUBMISSIONS)"
+	$(BIN)/python scripts/grade.py "$(SUBMISSIONS)" $(if $(JOBS),--jobs $(JOBS)) \
+	  $(if $(TIMEOUT),--timeout $(TIMEOUT)) $(if $(LAB),--lab $(LAB))
 
 grade-tools:
 	@command -v bwrap >/dev/null || { if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; \

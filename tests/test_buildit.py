@@ -170,3 +170,40 @@ def test_the_public_test_prints_nothing(capsys):
     # otter's tests are doctests: any output would fail a passing test
     buildit.expect_ran({"lab": "zero", "error": None, "ranks": [{}, {}]})
     assert capsys.readouterr().out == ""
+
+
+def test_ranks_run_on_gloo_whatever_the_gpus(monkeypatch):
+    """issue 28 (3): the harness's tensors are CPU tensors, so a build-it
+    run asks for gloo even where GPUs >= ranks would make nccl the
+    default."""
+    import labkit.launch as L
+    seen = {}
+
+    def fake(module, nproc, args=(), **kw):
+        seen.update(kw, module=module, nproc=nproc)
+        raise L.LaunchError("stop here")
+    monkeypatch.setattr(L, "launch", fake)
+    monkeypatch.setattr(L, "pick_backend", lambda *a, **k: "nccl")
+    out = buildit.run("zero", sources={"s": "class ShardedAdam: pass\n"})
+    assert seen["backend"] == "gloo" and seen["nproc"] == 2
+    assert out["s"]["error"]
+
+
+def test_checks_use_the_checkers_reference_not_the_ranks_word():
+    """issue 30 (2): a rank that reports "no difference" without the
+    tensors scores nothing; the tensors are compared here."""
+    from labkit.buildit import zero
+    from labkit.buildit.tensors import flat
+    cfg = {**zero.CONFIG, **zero.HIDDEN}
+    want = zero.reference(cfg, 2)
+    good = {"params": [flat(t) for t in want], "param_diff": 0.0}
+    forged = {"param_diff": 0.0}
+    base = {"lab": "zero", "config": cfg, "source": "x", "error": None}
+    ok = dict(base, ranks=[good, good])
+    assert zero.check_params(ok)[0]
+    rows = buildit.grade(dict(base, ranks=[forged, forged]))
+    assert not next(r for r in rows if r["check"] == "params")["passed"]
+    # a report whose ranks sent less than the part must send: all fail
+    rows = buildit.grade(dict(ok, wire_bytes=14_000))
+    assert not any(r["passed"] for r in rows)
+    assert "sent 14000 bytes" in rows[0]["reason"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
-from grading import evaluate  # noqa: E402
+from grading import channel, evaluate  # noqa: E402
 from grading.plain import encode  # noqa: E402
 
 MSG = "stage 0 of 4 ran F0 B0 F1 B1; 1F1B runs F0 F1 F2 F3 B0"
@@ -34,8 +34,12 @@ def test_reason_of_each_kind():
     assert r(AssertionError(MSG), "hidden", 2, "q4", {}) == MSG
     assert r(AssertionError(), "hidden", 2, "q4", {}) == \
         "hidden check 2 of q4 failed"
+    # a hidden case's error gives its type only (its message may hold the
+    # case's inputs); a public one's gives the message
     assert r(KeyError("ranks"), "hidden", 1, "q4", {}) == \
-        "hidden check 1 of q4 failed: KeyError: 'ranks'"
+        "hidden check 1 of q4 failed: KeyError"
+    assert r(KeyError("ranks"), "public", 1, "q4", {}) == \
+        "public check 1 of q4 failed: KeyError: 'ranks'"
     assert r(NameError("x", name="x"), "public", 1, "q1", {"x": "odd"}) == \
         "`x` is odd"
 
@@ -45,12 +49,18 @@ def run_job(tmp_path, setup, tests, values) -> dict:
                                                    "tests": tests}))
     env = dict(os.environ, PYTHONPATH=f"{ROOT / 'scripts'}:{ROOT}")
     env.pop("GRADING_JAILED", None)
+    secret = channel.new_secret()
     r = subprocess.run([sys.executable, "-m", "grading.evaluate",
                         "job.json"], cwd=tmp_path, env=env, text=True,
-                       input=json.dumps({"values": values}) + "\n",
+                       input=json.dumps({"secret": secret}) + "\n"
+                       + json.dumps({"values": values}) + "\n",
                        capture_output=True, timeout=120)
     assert r.returncode == 0, r.stderr + (tmp_path / "evaluate.log").read_text()
-    return json.loads(r.stdout.splitlines()[-1])  # after any calls
+    # every line is authenticated; the last is the result (after any calls)
+    msgs = [channel.verify(secret, ln.encode())
+            for ln in r.stdout.splitlines()]
+    assert msgs and None not in msgs, r.stdout
+    return msgs[-1]
 
 
 def case(code: str, points, hidden=True) -> dict:
@@ -61,12 +71,17 @@ def case(code: str, points, hidden=True) -> dict:
 def test_build_it_check_reason_is_its_message(tmp_path):
     """A build-it question's hidden checks (master 06 q4) on a run whose
     stage 0 ran GPipe's order: the reasons are the checks' own messages."""
+    from labkit.buildit import pipeline_parallel as pp
+    from labkit.buildit.tensors import flat
     from labkit.predict.pipeline_parallel import rank_order
     p, m = 4, 6
+    cfg = dict(pp.CONFIG, micro_batches=m)
+    want = pp.reference(cfg, p)   # the right gradients, as a rank sends
     ranks = [{"events": [list(e) for e in rank_order(
         "gpipe" if r == 0 else "1f1b", p, m)[r]], "end": 2 * m + p - 1,
-        "grad_diff": 0.0, "no_backward": []} for r in range(p)]
-    result = {"lab": "pipeline_parallel", "config": {"micro_batches": m},
+        "grads": [flat(g) for g in want[r]], "no_backward": []}
+        for r in range(p)]
+    result = {"lab": "pipeline_parallel", "config": cfg,
               "source": "def one_f_one_b(stage): ...", "error": None,
               "ranks": ranks}
     code = "from labkit import buildit\nbuildit.expect(build_result, " \
@@ -84,7 +99,8 @@ def test_build_it_check_reason_is_its_message(tmp_path):
     assert q["reasons"][0].startswith("stage 0 of 4 ran F0 F1 F2 F3 F4 F5 "
                                       "B0"), q
     assert q["reasons"][1] == ("hidden check 3 of q4_build_it failed: "
-                               "KeyError: \"no check 'nothing'\""), q
+                               "KeyError (your `build_result` is a dict of "
+                               "5 entries)"), q
     assert not any("buildit.expect" in x for x in q["reasons"])
 
 

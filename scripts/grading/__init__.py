@@ -1,10 +1,17 @@
 """Grading untrusted notebooks (scripts/grade.py drives it).
 
-- ``jail.py``: the sandbox each submission runs in (bubblewrap namespaces,
-  cgroup limits, rlimits), chosen at run time.
+- ``submissions.py``: the handed-in folder (links refused, student ids,
+  which lab, ``--lab``).
+- ``session.py``: one submission: its jails, their pipes, the reruns.
+- ``jail.py``: the sandbox (bubblewrap namespaces, seccomp, tmpfs, rlimits);
+  ``limits.py``: one cgroup per submission; ``seccomp.py``: no ptrace.
 - ``runner.py``: inside the student's jail, runs the notebook and exports
   its answers as plain data; later calls its functions on request.
-- ``evaluate.py``: inside a second jail that never ran student code, runs
-  the master's own setup and the tests on that plain data.
-- ``plain.py``: the plain-data format both sides speak.
+- ``evaluate.py``: inside a second jail that never runs student code, runs
+  the master's own setup and the tests on that plain data;
+  ``channel.py``: its result lines, authenticated.
+- ``rerun.py``: a build-it rerun of the student's source, in its own jail.
+- ``plain.py``: the plain-data format both sides speak; ``pipe.py``:
+  reading a jail's pipe; ``report.py``: grades.csv, the gradebook,
+  feedback files, the summary (safe to open).
 """

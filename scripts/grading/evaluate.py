@@ -14,6 +14,16 @@ question runs; a case's points count when it passes; a question never
 scores above its points. The result is one JSON line:
 ``{"questions": {name: {"points": p, "max": m, "reasons": [...]}}}``.
 
+No student code runs in this jail, not even a build-it part's: a hidden
+test's rerun of the student's source (``buildit.verified``) is asked of
+the grader (``{"rerun": lab, "source": ...}``), which runs it in a jail of
+its own and hands back the ranks' plain data; the checks, and the
+references they compare with, run here. Every line this process writes is
+authenticated: ``HMAC-SHA256(secret, json) json``, with the secret that
+``grade.py`` writes as the first line of stdin, read before anything else
+(``channel.py``). The process is PID 1 of its jail and not dumpable: no
+other process could read the secret or write to its pipe anyway.
+
 A failing case is reported by its own assertion message, or as "hidden
 check N of q failed"; the code of a test is never quoted.
 """
@@ -25,6 +35,7 @@ import os
 import re
 import sys
 
+from grading.channel import Signer
 from grading.plain import NotPlain, decode, encode
 
 CALL_LIMIT = 200_000  # characters of one call's arguments
@@ -77,20 +88,70 @@ def one_line(text: str) -> str:
     return lines[0] if lines else ""
 
 
+def kind_of(v) -> str:
+    """What a value is, in kind ("a list of 3 tuples"), never its items."""
+    if callable(v) and not isinstance(v, type):
+        return "a function"
+    name = type(v).__name__
+    if isinstance(v, dict):
+        return f"a dict of {len(v)} entries" if v else "an empty dict"
+    if isinstance(v, (list, tuple, set)):
+        inner = {type(x).__name__ for x in v}
+        base = next(b.__name__ for b in (tuple, list, set)
+                    if isinstance(v, b))
+        what = (inner.pop().replace("Value", "").lower() + "s"
+                if len(inner) == 1 else "items")
+        return f"a {base} of {len(v)} {what}" if v else f"an empty {base}"
+    if hasattr(v, "shape") and hasattr(v, "dtype"):
+        return f"a {name} of shape {tuple(v.shape)}"
+    return f"a{'n' if name[0] in 'aeiou' else ''} {name}"
+
+
 def reason(e: BaseException, kind: str, k: int, q: str,
-           unreadable: dict) -> str:
+           unreadable: dict, mine: dict | None = None) -> str:
     """Why case ``k`` of question ``q`` failed, by the check's own message
-    (an assertion's, a build-it check's); never the test's code."""
+    (an assertion's, a build-it check's); never the test's code, and for a
+    hidden case never its inputs (an error's message may carry them: only
+    its type is given). ``mine``: the student's names the case reads, whose
+    kinds are given when the check has no message of its own."""
+    hidden = kind == "hidden"
+    seen = "; ".join(f"your `{n}` is {kind_of(v)}"
+                     for n, v in sorted((mine or {}).items()))[:160]
+    seen = f" ({seen})" if seen else ""
     if isinstance(e, AssertionError):
-        return one_line(str(e)) or f"{kind} check {k} of {q} failed"
+        return one_line(str(e)) or f"{kind} check {k} of {q} failed{seen}"
     if isinstance(e, NameError):
         n = getattr(e, "name", None) or str(e)
         return (f"`{n}` is {unreadable[n]}" if n in unreadable
                 else f"`{n}` is not defined")
     if isinstance(e, StudentError):
-        return one_line(str(e))
+        msg = one_line(str(e))
+        if hidden:   # `f` ValueError: <the hidden inputs> -> `f` ValueError
+            msg = msg.partition(":")[0] + " on a hidden case"
+        return msg
+    if hidden:
+        return f"hidden check {k} of {q} failed: {type(e).__name__}{seen}"
     return f"{kind} check {k} of {q} failed: " + one_line(
         f"{type(e).__name__}: {e}")
+
+
+def names_read(tests: list[dict]) -> set[str]:
+    """Every global name the tests' code reads (tampering is judged on
+    these only: a helper no test reads is the student's business)."""
+    out: set[str] = set()
+
+    def walk(code):
+        out.update(code.co_names)
+        for c in code.co_consts:
+            if hasattr(c, "co_names"):
+                walk(c)
+    for test in tests:
+        for case in cases(test):
+            try:
+                walk(compile(source(case["code"]), "<test>", "exec"))
+            except SyntaxError:
+                pass
+    return out
 
 
 def shield() -> None:
@@ -118,19 +179,34 @@ def sweep() -> None:
 def main(job_path: str) -> None:
     shield()
     jailed = os.environ.get("GRADING_JAILED") == "1"
-    proto = os.fdopen(os.dup(1), "w")
+    replies = sys.stdin
+    proto = Signer(os.fdopen(os.dup(1), "w"), replies.readline())
     log = os.open("evaluate.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     os.dup2(log, 1)
     os.dup2(log, 2)
-    replies = sys.stdin
+
+    def rerun(lab, source):
+        """A build-it rerun, in a jail of its own (asked of the grader)."""
+        proto.send({"rerun": lab, "source": source})
+        line = replies.readline()
+        try:
+            reply = json.loads(line)
+            if type(reply) is dict and type(reply.get("value")) is dict:
+                return reply["value"]
+            why = str(reply.get("error", "no result"))[:200]
+        except (ValueError, AttributeError):
+            why = "no result"
+        return {"error": f"the rerun of your code failed: {why}"}
+
+    from labkit import buildit
+    buildit.RERUN = rerun
 
     def call(name, args, kwargs):
-        req = json.dumps({"call": name, "args": encode(list(args)),
-                          "kwargs": encode(dict(kwargs))})
-        if len(req) > CALL_LIMIT:
+        req = {"call": name, "args": encode(list(args)),
+               "kwargs": encode(dict(kwargs))}
+        if len(json.dumps(req)) > CALL_LIMIT:
             raise StudentError(f"`{name}` was called with too much data")
-        proto.write(req + "\n")
-        proto.flush()
+        proto.send(req)
         line = replies.readline()
         if not line:
             raise StudentError(f"`{name}` did not answer (the notebook's "
@@ -141,7 +217,7 @@ def main(job_path: str) -> None:
         if "error" in reply:
             raise StudentError(f"`{name}` {str(reply['error'])[:160]}")
         try:
-            return decode(reply["value"])
+            return decode(reply["value"], by_value=True)
         except (NotPlain, KeyError, ValueError, TypeError) as e:
             raise StudentError(f"`{name}` returned {e}") from None
 
@@ -157,9 +233,7 @@ def main(job_path: str) -> None:
         for i, src in enumerate(job["setup"]):
             exec(compile(src, f"<setup {i}>", "exec"), ns)
     except BaseException as e:  # noqa: BLE001
-        out = {"setup_error": f"{type(e).__name__}: {e}"[:200]}
-        proto.write(json.dumps(out) + "\n")
-        proto.flush()
+        proto.send({"setup_error": f"{type(e).__name__}: {e}"[:200]})
         return
     # names the setup or Python defines: a student's `abs` or `C` is not
     # the one the tests call
@@ -168,15 +242,16 @@ def main(job_path: str) -> None:
     line = replies.readline()
     values = json.loads(line)["values"] if line else {}
     unreadable, tampering = {}, []
+    read = names_read(job["tests"])
     for name, item in values.items():
         if name in own or type(item) is not dict:
             continue
-        if item.get("tampering"):
+        if item.get("tampering") and name in read:
             tampering.append(f"`{name}` subclasses a plain type to "
                              "redefine its behaviour")
         if "value" in item:
             try:
-                ns[name] = decode(item["value"])
+                ns[name] = decode(item["value"], by_value=True)
             except (NotPlain, ValueError, TypeError, KeyError,
                     AttributeError, ImportError) as e:
                 unreadable[name] = f"{e}"[:80]
@@ -197,14 +272,16 @@ def main(job_path: str) -> None:
                 got += case["points"]
                 continue
             except BaseException as e:  # noqa: BLE001
-                msg = reason(e, kind, k, q, unreadable)
+                reads = names_read([{"suites": [{"cases": [case]}],
+                                     "points": 1}])
+                mine = {n: ns[n] for n in reads
+                        if n in ns and n not in own}
+                msg = reason(e, kind, k, q, unreadable, mine)
             reasons.append(msg[:200])
         most = float(test["points"])
         results[q] = {"points": min(max(got, 0.0), most), "max": most,
                       "reasons": list(dict.fromkeys(reasons))}
-    proto.write(json.dumps({"questions": results,
-                            "tampering": tampering}) + "\n")
-    proto.flush()
+    proto.send({"questions": results, "tampering": tampering})
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """The box a submission runs in, chosen at run time: the strongest there is.
 
     jail = choose(unsafe=False)        # None: no sandbox on this machine
-    proc = jail.start(cmd, work=..., course=..., env=...)
+    box = jail.box("grade-1-2")        # the submission's limits (limits.py)
+    proc = jail.start(cmd, work=..., course=..., env=..., box=box,
+                      trusted=False)
     ...
     jail.stop(proc)                    # every process it started is gone
 
@@ -9,19 +11,29 @@
 installs it when root): new PID, network, mount, IPC and UTS namespaces.
 The filesystem is a whitelist: the system's read-only ``/usr``, ``/etc``
 basics, the Python and the virtual environments read-only, the course
-package copy read-only at ``/grading/course`` (with a private writable
-``_build``), a private writable ``/grading/work`` and ``/tmp``; nothing of
-the checkout, ``_build/``, the answer keys, other submissions or the grades.
-The network namespace has only loopback (torchrun with gloo still works).
-When PID 1 of the namespace dies the kernel kills every process in it, so a
-child that leaves its process group (or double-forks) dies too.
+package copy read-only at ``/grading/course``; the only writable places
+are size-limited tmpfs mounts (``/grading/work``, ``/tmp``, the course's
+``_build``: ``DISK`` bytes each, and their pages count against the
+submission's memory), into which the files of ``work`` are bound
+read-only; nothing of the checkout, ``_build/``, the answer keys, other
+submissions or the grades. The network namespace has only loopback
+(torchrun with gloo still works). When PID 1 of the namespace dies the
+kernel kills every process in it.
 
-Limits: a cgroup per submission (memory, process count) where the cgroup
-file system is writable (root), rlimits always (open files, file size, no
-core dumps), and the caller's wall clock. ``rlimits`` alone (no namespaces)
-is not a sandbox: ``grade.py`` refuses it unless ``--unsafe-no-isolation``.
-Docker/Podman (``otter grade``) are not used: they need a daemon and images
-that many instructors' machines and CI runners do not have.
+No process in a jail can trace or read another: a seccomp filter
+(``seccomp.py``) refuses ptrace and process_vm_readv/writev in every jail,
+and a ``trusted`` jail (the grader's tests, a rerun's supervisor) runs its
+command as PID 1 (``--as-pid-1``), which makes itself non-dumpable before
+anything else runs: its pipes and memory are then closed to every other
+process there (``/proc/1/fd`` needs CAP_SYS_PTRACE, dropped).
+
+Limits: the submission's cgroup (``limits.Box``: memory, processes and CPU
+of all its jails together, nested under this process's cgroup), rlimits
+always (open files, file size, no core dumps), and the caller's wall
+clock. ``rlimits`` alone (no namespaces) is not a sandbox: ``grade.py``
+refuses it unless ``--unsafe-no-isolation``. Docker/Podman (``otter
+grade``) are not used: they need a daemon and images that many
+instructors' machines and CI runners do not have.
 """
 from __future__ import annotations
 
@@ -31,39 +43,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-MEMORY = 8 << 30          # bytes per submission (cgroup)
-PIDS = 512                # processes and threads per submission (cgroup)
+from grading import limits, seccomp
+
 NOFILE = 4096
-FSIZE = 2 << 30           # largest file a submission may write
-CGROUP = Path("/sys/fs/cgroup")
-
-
-def _cgroup_dirs(name: str) -> list[tuple[Path, dict]]:
-    """Where to create the submission's cgroup, and its limit files."""
-    if (CGROUP / "cgroup.controllers").exists():          # v2
-        return [(CGROUP / name, {"memory.max": MEMORY, "pids.max": PIDS})]
-    return [(CGROUP / "memory" / name, {"memory.limit_in_bytes": MEMORY}),
-            (CGROUP / "pids" / name, {"pids.max": PIDS})]
-
-
-def cgroups_writable() -> bool:
-    probe = f"grade-probe-{os.getpid()}"
-    made = []
-    try:
-        for d, limits in _cgroup_dirs(probe):
-            d.mkdir()
-            made.append(d)
-            for f, v in limits.items():
-                (d / f).write_text(str(v))
-        return True
-    except OSError:
-        return False
-    finally:
-        for d in made:
-            d.rmdir()
+FSIZE = 1 << 30           # largest file a submission may write
+DISK = 512 << 20          # bytes of each writable tmpfs in a jail
 
 
 class Jail:
@@ -71,28 +57,17 @@ class Jail:
     sandboxed = False
 
     def __init__(self):
-        self.cgroups = cgroups_writable()
-        self._n = 0
+        self.cgroups = limits.probe()
 
     def describe(self) -> str:
-        limits = (f"cgroup memory {MEMORY >> 30} GiB, pids {PIDS}; "
-                  if self.cgroups else "no cgroup (not root?); ")
-        return (f"{self.name} ({limits}rlimits nofile {NOFILE}, "
+        lim = (f"cgroup per submission: memory {limits.MEMORY >> 30} GiB, "
+               f"pids {limits.PIDS}, {limits.CPUS} CPUs, all its jails "
+               "together; " if self.cgroups else "no cgroup (not root?); ")
+        return (f"{self.name} ({lim}rlimits nofile {NOFILE}, "
                 f"fsize {FSIZE >> 30} GiB)")
 
-    # -- per process --------------------------------------------------
-    def _new_cgroup(self) -> list[Path]:
-        if not self.cgroups:
-            return []
-        self._n += 1
-        name = f"grade-{os.getpid()}-{self._n}"
-        dirs = []
-        for d, limits in _cgroup_dirs(name):
-            d.mkdir()
-            dirs.append(d)
-            for f, v in limits.items():
-                (d / f).write_text(str(v))
-        return dirs
+    def box(self, name: str):
+        return limits.Box.open(name) if self.cgroups else None
 
     def _preexec(self, dirs):
         def enter():
@@ -103,49 +78,51 @@ class Jail:
                          (resource.RLIMIT_CORE, 0)):
                 resource.setrlimit(r, (v, v))
             if not self.sandboxed and not dirs:
-                resource.setrlimit(resource.RLIMIT_AS, (2 * MEMORY,) * 2)
+                resource.setrlimit(resource.RLIMIT_AS,
+                                   (2 * limits.MEMORY,) * 2)
         return enter
 
-    def wrap(self, cmd, work: Path, course: Path, env: dict) -> list[str]:
+    def wrap(self, cmd, work: Path, course: Path, env: dict,
+             trusted: bool, fds: list) -> list[str]:
         return cmd
 
-    def start(self, cmd: list[str], work: Path, course: Path,
-              env: dict) -> subprocess.Popen:
-        dirs = self._new_cgroup()
+    def start(self, cmd: list[str], work: Path, course: Path, env: dict,
+              box=None, trusted: bool = False,
+              what: str = "jail") -> subprocess.Popen:
+        dirs = box.cell(what) if box is not None else []
         if not self.sandboxed:
             env = dict(env, PYTHONPATH=str(course), HOME=str(work),
                        TMPDIR=str(work / "tmp"))
             (work / "tmp").mkdir(exist_ok=True)
-        proc = subprocess.Popen(
-            self.wrap(cmd, work, course, env), cwd=work,
-            env=env if not self.sandboxed else {"PATH": "/usr/bin:/bin"},
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, start_new_session=True,
-            preexec_fn=self._preexec(dirs))
+            (work / "_build").mkdir(exist_ok=True)
+        fds: list[int] = []
+        try:
+            proc = subprocess.Popen(
+                self.wrap(cmd, work, course, env, trusted, fds), cwd=work,
+                env=env if not self.sandboxed else {"PATH": "/usr/bin:/bin"},
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL, start_new_session=True,
+                pass_fds=fds, preexec_fn=self._preexec(dirs))
+        finally:
+            for fd in fds:
+                os.close(fd)
         proc.cgroups = dirs
         return proc
 
     def stop(self, proc: subprocess.Popen) -> None:
-        """Kill everything ``proc`` started; remove its cgroup."""
+        """Kill everything ``proc`` started; remove its cgroups."""
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
         proc.kill()
         proc.wait()
-        for d in getattr(proc, "cgroups", []):
-            for _ in range(50):
-                pids = (d / "cgroup.procs").read_text().split()
-                for p in pids:
-                    try:
-                        os.kill(int(p), signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
-                try:
-                    d.rmdir()
-                    break
-                except OSError:
-                    time.sleep(0.1)
+        for f in (proc.stdin, proc.stdout):
+            try:
+                f.close()
+            except OSError:
+                pass
+        limits.Box.empty(getattr(proc, "cgroups", []))
 
 
 class Bubblewrap(Jail):
@@ -160,15 +137,22 @@ class Bubblewrap(Jail):
 
     def describe(self) -> str:
         return ("bubblewrap: namespaces pid, net (loopback only), mount "
-                "(read-only course copy, private /tmp), ipc, uts; "
+                f"(read-only course copy, writable tmpfs only, "
+                f"{DISK >> 20} MiB each), ipc, uts; seccomp: no ptrace or "
+                "process_vm_*; trusted processes non-dumpable as PID 1; "
                 + super().describe().partition("(")[2].rstrip(")"))
 
-    def wrap(self, cmd, work, course, env):
-        a = [self.bwrap, "--unshare-all", "--share-net" if False else
-             "--unshare-net", "--die-with-parent", "--new-session",
-             "--cap-drop", "ALL", "--hostname", "grader",
-             "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+    def wrap(self, cmd, work, course, env, trusted, fds):
+        a = [self.bwrap, "--unshare-all", "--unshare-net",
+             "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+             "--hostname", "grader", "--proc", "/proc", "--dev", "/dev",
              "--ro-bind", "/usr", "/usr"]
+        if trusted:
+            a.append("--as-pid-1")
+        prog = seccomp.program_fd()
+        if prog is not None:
+            fds.append(prog)
+            a += ["--seccomp", str(prog)]
         for d in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):
             p = Path(d)
             if p.is_symlink():
@@ -183,10 +167,16 @@ class Bubblewrap(Jail):
         for p in self.venvs + [str(Path(x).resolve()) for x in
                                env.get("GRADING_RO", "").split(":") if x]:
             a += ["--ro-bind", p, p]
+        size = ["--size", str(DISK)]
         a += ["--ro-bind", str(course), "/grading/course",
-              "--bind", str(work / "_build"), "/grading/course/_build",
-              "--bind", str(work), "/grading/work", "--chdir", "/grading/work",
-              "--clearenv"]
+              *size, "--tmpfs", "/grading/course/_build",
+              *size, "--tmpfs", "/tmp",
+              *size, "--tmpfs", "/grading/work"]
+        for f in sorted(work.iterdir()):
+            if f.is_file() and not f.is_symlink():
+                a += ["--ro-bind", str(f), f"/grading/work/{f.name}"]
+        # bwrap's own root is a tmpfs: read-only, or it is unbounded space
+        a += ["--remount-ro", "/", "--chdir", "/grading/work", "--clearenv"]
         env = dict(env, PYTHONPATH="/grading/course", HOME="/grading/work",
                    TMPDIR="/tmp", GRADING_JAILED="1")
         env.pop("GRADING_RO", None)

@@ -3,9 +3,14 @@
     encode(value) -> JSON-able tree      (student side, untrusted)
     decode(tree)  -> value               (grader side)
 
-Only exact built-in types are plain: an ``int`` subclass whose ``==`` is
-always true is not an int here (``NotPlain``, and ``suspicious`` says it
-subclasses a plain type, which the grader reports as tampering). Arrays and
+Built-in types are plain, and so are their subclasses that keep the
+built-in's behaviour (a namedtuple, ``torch.Size``, ``os.statvfs(...)``,
+``collections.Counter``): they travel as the built-in value (a tuple, a
+dict), so that an honest helper of such a type is read by value. A
+subclass that redefines comparison, hashing or arithmetic (an ``int``
+whose ``==`` is always true) is not plain (``NotPlain``; ``suspicious``
+says so, and the grader calls it tampering only when a test reads it).
+Arrays and
 tensors travel as raw bytes with dtype and shape; dataclass records of the
 course package (``labkit.*``) as their fields, rebuilt by the grader with
 the class's own constructor. Nothing is ever unpickled.
@@ -25,10 +30,35 @@ class NotPlain(TypeError):
     """A value the grader cannot take as data."""
 
 
+BASES = (bool, int, float, str, tuple, list, dict, set, frozenset)
+# the standard library's and torch's own subclasses of the plain types
+TRUSTED = ("collections", "torch", "os", "posix", "time", "typing",
+           "numpy", "sys", "builtins", "pathlib", "enum")
+BEHAVIOUR = {"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__",
+             "__hash__", "__bool__", "__abs__", "__sub__", "__rsub__",
+             "__add__", "__radd__", "__truediv__", "__rtruediv__",
+             "__mul__", "__rmul__", "__float__", "__int__", "__index__",
+             "__len__", "__iter__", "__getitem__", "__contains__",
+             "__round__", "__neg__", "__pow__", "__class__",
+             "__getattribute__", "__instancecheck__"}
+
+
+def _base(v):
+    return next((b for b in BASES if isinstance(v, b)), None)
+
+
 def suspicious(v) -> bool:
-    """A subclass of a plain type: it may redefine ``==`` and friends."""
-    base = (bool, int, float, str, list, tuple, dict, set, frozenset)
-    return isinstance(v, base) and type(v) not in base
+    """A subclass of a plain type that redefines its behaviour (``==``,
+    arithmetic, ...): a value that could pass any comparison."""
+    base, t = _base(v), type(v)
+    if base is None or t is base:
+        return False
+    if t.__module__.split(".")[0] in TRUSTED:
+        return False
+    for k in t.__mro__[:t.__mro__.index(base)]:
+        if BEHAVIOUR & set(vars(k)) or type(k) is not type:
+            return True
+    return False
 
 
 def _array(v):
@@ -52,6 +82,8 @@ def _array(v):
 def encode(v, depth: int = 0):
     if depth > MAX_DEPTH:
         raise NotPlain("nested too deep")
+    if type(v) in (ValueList, ValueTuple):      # the grader's own view
+        v = (list if isinstance(v, list) else tuple)(v)
     t = type(v)
     if t in SCALARS:
         if t is float and not math.isfinite(v):
@@ -64,6 +96,13 @@ def encode(v, depth: int = 0):
     if t is dict:
         return {"__dict__": [[encode(k, depth + 1), encode(x, depth + 1)]
                              for k, x in v.items()]}
+    base = _base(v)
+    if base is not None and not suspicious(v):   # an honest subclass
+        if base in (dict,):
+            return encode(dict(dict.items(v)), depth)
+        if base in (tuple, list, set, frozenset):
+            return encode(base(base.__iter__(v)), depth)
+        return encode(base(v), depth)
     arr = _array(v)
     if arr is not None:
         kind, a = arr
@@ -78,7 +117,44 @@ def encode(v, depth: int = 0):
     raise NotPlain(f"a {t.__module__}.{t.__qualname__}")
 
 
-def decode(tree, depth: int = 0):
+def _same(a, b) -> bool:
+    r = a == b
+    if type(r) is bool:
+        return r
+    try:
+        import numpy as np
+        return bool(np.all(r))
+    except Exception:  # noqa: BLE001 - not comparable: not equal
+        return False
+
+
+class _ByValue:
+    """A student's list or tuple on the grader's side: equal to any list
+    or tuple of equal items (an answer is compared by value, whichever
+    sequence type the key happens to return)."""
+
+    def __eq__(self, other):
+        if not isinstance(other, (list, tuple)):
+            return NotImplemented
+        return len(self) == len(other) and all(
+            _same(a, b) for a, b in zip(self, other))
+
+    def __ne__(self, other):
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+
+class ValueList(_ByValue, list):
+    __hash__ = None
+
+
+class ValueTuple(_ByValue, tuple):
+    __hash__ = tuple.__hash__
+
+
+def decode(tree, depth: int = 0, by_value: bool = False):
+    """``by_value``: lists and tuples compare equal to either (the
+    evaluator's view of a student's answer)."""
     if depth > MAX_DEPTH:
         raise NotPlain("nested too deep")
     t = type(tree)
@@ -93,19 +169,21 @@ def decode(tree, depth: int = 0):
         if s not in ("nan", "inf", "-inf"):
             raise NotPlain("a malformed float")
         return float(s)
-    for tag, make in (("__list__", list), ("__tuple__", tuple),
+    seqs = ((ValueList, ValueTuple) if by_value else (list, tuple))
+    for tag, make in (("__list__", seqs[0]), ("__tuple__", seqs[1]),
                       ("__set__", set)):
         if tag in tree:
-            return make(decode(x, depth + 1) for x in _items(tree[tag]))
+            return make(decode(x, depth + 1, by_value)
+                        for x in _items(tree[tag]))
     if "__dict__" in tree:
         out = {}
         for pair in _items(tree["__dict__"]):
             if type(pair) is not list or len(pair) != 2:
                 raise NotPlain("a malformed dict")
-            k = decode(pair[0], depth + 1)
-            if type(k) not in SCALARS and type(k) is not tuple:
+            k = decode(pair[0], depth + 1, by_value)
+            if type(k) not in SCALARS and not isinstance(k, tuple):
                 raise NotPlain("a dict key that is not plain")
-            out[k] = decode(pair[1], depth + 1)
+            out[k] = decode(pair[1], depth + 1, by_value)
         return out
     if "__array__" in tree:
         return _decode_array(tree["__array__"])
@@ -119,7 +197,8 @@ def decode(tree, depth: int = 0):
         fields = tree.get("fields")
         if type(fields) is not dict:
             raise NotPlain("a malformed record")
-        return cls(**{str(k): decode(x, depth + 1) for k, x in fields.items()})
+        return cls(**{str(k): decode(x, depth + 1, by_value)
+                      for k, x in fields.items()})
     raise NotPlain("an unknown tag")
 
 

@@ -6,8 +6,9 @@ calls to its functions.
 Every code cell runs in order in one IPython shell, errors and all (a cell
 that fails leaves its names undefined, as in Jupyter). Otter's own cells
 (``grader = otter.Notebook(...)``, ``grader.check(...)``) are not run: the
-grader, not the notebook, runs the tests. Then one JSON line goes to the
-grader: every global name as plain data (``plain.encode``), or marked as a
+grader, not the notebook, runs the tests; the other lines of the cell that
+sets otter up (imports a student added there) run as written. Then one
+JSON line goes to the grader: every global name as plain data (``plain.encode``), or marked as a
 function, or as unreadable. After that the runner answers calls, one JSON
 line each way: ``{"call": name, "args": [...], "kwargs": {...}}`` ->
 ``{"value": ...}`` or ``{"error": "..."}``.
@@ -36,6 +37,42 @@ class Stub:
 
     def __getattr__(self, name):
         return lambda *a, **k: None
+
+
+def without_otter(src: str) -> str:
+    """The cell without otter's own statements: ``import otter`` (other
+    names of the same import stay), ``grader = otter.Notebook(...)`` and
+    the notebook-finding lines before it, ``grader.check...(...)``."""
+    import ast
+    try:
+        tree = ast.parse(src)
+    except SyntaxError:
+        return src
+    lines = src.splitlines(keepends=True)
+    out = list(lines)
+    sets_up = any(isinstance(n, ast.Assign) and "otter.Notebook(" in
+                  ast.get_source_segment(src, n) for n in tree.body)
+    for node in tree.body:
+        seg = ast.get_source_segment(src, node) or ""
+        span = range(node.lineno - 1, node.end_lineno)
+        if isinstance(node, ast.Import) and any(
+                a.name.split(".")[0] == "otter" for a in node.names):
+            keep = [a for a in node.names if a.name.split(".")[0] != "otter"]
+            new = ("import " + ", ".join(
+                a.name + (f" as {a.asname}" if a.asname else "")
+                for a in keep) + "\n") if keep else ""
+            out[node.lineno - 1] = " " * node.col_offset + new
+            for k in span[1:]:
+                out[k] = ""
+        elif isinstance(node, ast.ImportFrom) and \
+                (node.module or "").split(".")[0] == "otter":
+            for k in span:
+                out[k] = ""
+        elif OTTER_CELL.match(seg) or "otter.Notebook(" in seg or (
+                sets_up and re.search(r"\b_mine\b", seg)):
+            for k in span:   # otter's own set-up and checks
+                out[k] = ""
+    return "".join(out)
 
 
 def export(ns: dict) -> dict:
@@ -78,9 +115,10 @@ def main(path: str) -> None:
     for i, cell in enumerate(nb.get("cells", [])):
         src = cell.get("source", "")
         src = "".join(src) if isinstance(src, list) else str(src)
-        if cell.get("cell_type") != "code" or "otter.Notebook(" in src \
-                or OTTER_CELL.match(src):
+        if cell.get("cell_type") != "code" or OTTER_CELL.match(src):
             continue
+        if "otter" in src:
+            src = without_otter(src)
         r = shell.run_cell(src, store_history=False)
         err = r.error_before_exec or r.error_in_exec
         if err is not None:

@@ -1,0 +1,56 @@
+"""A build-it rerun in a jail of its own: the student's source on real ranks.
+
+    python -m grading.rerun            (started by scripts/grade.py)
+
+Reads one JSON line ``{"lab": ..., "source": ...}``, runs the source as
+part ``lab`` on the harness's ``HIDDEN`` configuration
+(``labkit.buildit.run``, gloo ranks) and writes the ranks' plain data as
+one JSON line. This process is PID 1 of its jail and not dumpable (set
+before any rank starts), so no rank can open its pipe; what the ranks
+report is still the student's own data: the evaluator, outside, checks it
+against references it computes itself. One number is this process's own:
+``wire_bytes``, what the ranks sent over the jail's loopback during the
+run (``/proc/net/dev``; the jail has its own network namespace), which a
+rank can raise but not lower: a report of collectives that never ran
+cannot match it (``labkit.buildit.grade``).
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import sys
+
+
+def loopback_sent() -> int:
+    """Bytes sent on ``lo`` in this network namespace."""
+    for ln in open("/proc/net/dev").read().splitlines():
+        name, _, data = ln.partition(":")
+        if name.strip() == "lo":
+            return int(data.split()[8])
+    return 0
+
+
+def main() -> None:
+    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+    proto = os.fdopen(os.dup(1), "w")
+    log = os.open("rerun.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    try:
+        req = json.loads(sys.stdin.readline())
+        from labkit import buildit
+        lab, source = str(req["lab"]), str(req["source"])
+        before = loopback_sent()
+        value = buildit.run(lab, sources={"student": source},
+                            config=buildit.harness(lab).HIDDEN)["student"]
+        value["wire_bytes"] = loopback_sent() - before
+        out = {"value": value}
+    except Exception as e:  # noqa: BLE001 - a reason, not a crash
+        out = {"error": f"{type(e).__name__}: {e}"[:200]}
+    proto.write(json.dumps(out) + "\n")
+    proto.flush()
+
+
+if __name__ == "__main__":
+    main()
