@@ -13,6 +13,7 @@ adds that the config does not (``MixtralConfig``, ``Qwen2MoeConfig``,
 - mixtral: ``num_local_experts`` SwiGLU experts of width
   ``intermediate_size``, ``num_experts_per_tok`` per token, softmax router,
   the top-k weights renormalised; Mistral attention (GQA, no biases);
+  defaults ``rope_theta = 1e6``, ``rms_norm_eps = 1e-5``;
 - qwen2_moe: ``num_experts`` of width ``moe_intermediate_size``, one shared
   expert of width ``shared_expert_intermediate_size`` behind a sigmoid gate
   (``shared_expert_gate``), ``norm_topk_prob`` (default false), Q/K/V
@@ -76,8 +77,11 @@ def read(cfg: dict, source) -> Arch:
         max_seq=int(cfg.get("max_position_embeddings") or 0),
         tied=bool(cfg.get("tie_word_embeddings", False)),
         out_bias=False, mlp_bias=False,
-        norm_eps=float(cfg.get("rms_norm_eps", 1e-6)),
-        rope_theta=float(cfg.get("rope_theta", 10000.0)), name=name)
+        norm_eps=float(cfg.get("rms_norm_eps",
+                               1e-5 if kind == "mixtral" else 1e-6)),
+        rope_theta=float(cfg.get("rope_theta",
+                                 1e6 if kind == "mixtral" else 1e4)),
+        name=name)
     return {"mixtral": _mixtral, "qwen2_moe": _qwen_moe,
             "qwen3_moe": _qwen_moe, "deepseek_v3": _deepseek_v3}[kind](
         cfg, kind, common)
