@@ -12,7 +12,7 @@ H = 32
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory):
     return launch("labkit.runs.experts", 4, {
-        "ep": 2, "hidden": H, "steps": 2,
+        "ep": 2, "hidden": H, "steps": 2, "aux": 0.01,
         "capacity-factors": "none,1.0,1.25,2.0"},
         run_dir=tmp_path_factory.mktemp("experts"), timeout=300)
 

@@ -88,7 +88,8 @@ def regroup(counts) -> torch.Tensor:
     start = start.view(counts.shape)
     parts = [torch.arange(int(start[s, j]), int(start[s, j] + counts[s, j]))
              for j in range(counts.shape[1]) for s in range(counts.shape[0])]
-    return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.long)
+    perm = torch.cat(parts) if parts else torch.zeros(0, dtype=torch.long)
+    return perm.to(counts.device)
 
 
 def expert_parameters(model) -> list:

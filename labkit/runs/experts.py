@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import os
 
 import torch
 import torch.distributed as tdist
@@ -76,7 +77,7 @@ def reference(base, slices, aux: float):
     ref = copy.deepcopy(base)
     loss, logits, stats = 0, [], []
     for x, y in slices:
-        out = ref(x)
+        out = ref(x).float()
         ce = torch.nn.functional.cross_entropy(out.flatten(0, 1),
                                                y.flatten())
         loss = loss + ce + aux * total_aux_loss(ref)
@@ -92,14 +93,14 @@ def a2a(records) -> list:
 
 def compare(factor, base, ctx, mesh, a, c):
     W, ep = ctx.world_size, a.ep
-    x, y = batch(c, a.batch, 0, a.seed)
+    x, y = batch(c, a.batch, 0, a.seed, device=ctx.device)
     slices = [local_batch(x, y, r, W) for r in range(W)]
     set_capacity(base, factor)
     ref, ref_logits, ref_stats = reference(base, slices, a.aux)
     model = DDP(parallel(base, mesh.get_group("ep")))
     xs, ys = slices[ctx.rank]
     with CollectiveCounter() as fwd:
-        out = model(xs)
+        out = model(xs).float()
         loss = torch.nn.functional.cross_entropy(out.flatten(0, 1),
                                                  ys.flatten())
         loss = loss + a.aux * total_aux_loss(model.module)
@@ -148,15 +149,21 @@ def compare(factor, base, ctx, mesh, a, c):
 
 
 def balance(base, ctx, mesh, a, c, aux: float) -> list:
-    """Per step: every layer's per-expert load over the whole world."""
+    """Per step: every layer's per-expert load over the whole world, on
+    one fixed held-out batch (a new batch each step would add its own
+    sampling noise to the trend)."""
     set_capacity(base, None)
     model = DDP(parallel(base, mesh.get_group("ep")))
     opt = torch.optim.Adam(model.parameters(), lr=a.lr)
     loads = []
+    held_out = local_batch(*batch(c, a.batch, 10**6, a.seed,
+                                  device=ctx.device), ctx.rank,
+                           ctx.world_size)[0]
     for step in range(a.steps):
-        xs, ys = local_batch(*batch(c, a.batch, step, a.seed), ctx.rank,
+        xs, ys = local_batch(*batch(c, a.batch, step, a.seed,
+                                    device=ctx.device), ctx.rank,
                              ctx.world_size)
-        out = model(xs)
+        out = model(xs).float()
         loss = torch.nn.functional.cross_entropy(out.flatten(0, 1),
                                                  ys.flatten())
         (loss + aux * total_aux_loss(model.module)).backward()
@@ -164,8 +171,11 @@ def balance(base, ctx, mesh, a, c, aux: float) -> list:
                             ctx.world_size)
         opt.step()
         opt.zero_grad()
+        with torch.no_grad():         # the load on one fixed batch
+            model(held_out)
         load = torch.tensor([m.stats["routed"]
-                             for m in moe_blocks(model.module)])
+                             for m in moe_blocks(model.module)],
+                            device=ctx.device)
         tdist.all_reduce(load)
         loads.append({"loss": loss.item(), "load": load.tolist()})
     return loads
@@ -186,12 +196,12 @@ def parser():
                     default=[None, 1.0, 1.25, 2.0])
     ap.add_argument("--aux", type=float, default=0.01)
     ap.add_argument("--lr", type=float, default=1e-2)
+    ap.add_argument("--bf16", action="store_true")
     return ap
 
 
 def main(argv=None):
     a = parser().parse_args(argv)
-    import os
     world = int(os.environ.get("WORLD_SIZE", "1"))
     try:
         X.check(a.experts, a.top_k, a.ep, world, a.capacity_factors)
@@ -199,10 +209,11 @@ def main(argv=None):
         raise SystemExit(str(e)) from None
     ctx = dist.init()
     torch.manual_seed(a.seed)
-    mesh = init_device_mesh("cpu", (ctx.world_size // a.ep, a.ep),
+    mesh = init_device_mesh(ctx.device.type, (ctx.world_size // a.ep, a.ep),
                             mesh_dim_names=("dp", "ep"))
     c = GPTConfig(vocab=a.vocab, seq=a.seq)
-    base = build_arch(record(a), seed=a.seed)
+    base = build_arch(record(a), seed=a.seed).to(
+        ctx.device, torch.bfloat16 if a.bf16 else torch.float32)
     results = [compare(f, base, ctx, mesh, a, c)
                for f in a.capacity_factors]
     loads = {str(aux): balance(base, ctx, mesh, a, c, aux)
