@@ -126,3 +126,13 @@ def test_qwen_moe_published_sizes(name, total, active):
     c = P.count(A.from_hf_config(CONFIGS / f"{name}.json"))
     assert round(c["total"] / 1e9, 1) == total
     assert round(c["active"] / 1e9, 1) == active
+
+
+def test_moe_presets_are_the_published_configs():
+    from labkit import arch_moe
+    for name, cfg in arch_moe.CONFIGS.items():
+        on_disk = json.loads((CONFIGS / f"{name}.json").read_text())
+        on_disk.pop("architectures", None)
+        assert cfg == on_disk
+        assert arch_moe.preset(name) == A.from_hf_config(
+            CONFIGS / f"{name}.json").with_(name=name)
