@@ -123,9 +123,10 @@ def test_record_checks_the_moe_fields():
     ("qwen3-30b-a3b", 30.5, 3.3),       # 30.5B, 3.3B activated
 ])
 def test_qwen_moe_published_sizes(name, total, active):
+    # the cards give one decimal (Qwen3's 3.353B "3.3B": truncated)
     c = P.count(A.from_hf_config(CONFIGS / f"{name}.json"))
-    assert round(c["total"] / 1e9, 1) == total
-    assert round(c["active"] / 1e9, 1) == active
+    assert abs(c["total"] / 1e9 - total) < 0.06
+    assert abs(c["active"] / 1e9 - active) < 0.06
 
 
 def test_moe_presets_are_the_published_configs():
