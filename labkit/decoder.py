@@ -120,26 +120,7 @@ class MLP(nn.Module):
         return self.down(F.gelu(self.up(x)))
 
 
-class MoE(nn.Module):
-    """Top-k routed experts plus always-on shared ones (a plain loop: the
-    course's CPU sizes, not an expert-parallel kernel)."""
-
-    def __init__(self, a: Arch):
-        super().__init__()
-        self.top_k = a.top_k
-        self.gate = nn.Linear(a.hidden, a.experts, bias=False)
-        self.experts = nn.ModuleList(MLP(a, a.expert_ffn)
-                                     for _ in range(a.experts))
-        self.shared = nn.ModuleList(MLP(a, a.expert_ffn)
-                                    for _ in range(a.shared_experts))
-
-    def forward(self, x):
-        w, idx = self.gate(x).softmax(-1).topk(self.top_k, dim=-1)
-        y = sum(m(x) for m in self.shared) if len(self.shared) else 0
-        for e, m in enumerate(self.experts):
-            weight = (w * (idx == e)).sum(-1, keepdim=True)
-            y = y + weight * m(x)
-        return y
+from labkit.moe.layer import MoE  # noqa: E402  router, capacity, shared
 
 
 class Block(nn.Module):

@@ -25,6 +25,8 @@ GPU_CELLS = {
     ("09_colossalai", 'cai = launch("labkit.runs.colossalai", world_size, {'),
     # DDP of a 7B model on 80 GB GPUs: the real CUDA out-of-memory error
     ("12_fit", "# CUDA only: DDP really tried, its OOM caught"),
+    # where the all-to-all runs: nvidia-smi's topology (NVLink in a node)
+    ("13_experts", "# CUDA only: where the all-to-all runs (NVLink inside a node)"),
 }
 # (module, stripped line): CUDA-only switches left in labkit/runs
 CUDA_LINES = {

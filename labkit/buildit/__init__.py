@@ -49,6 +49,7 @@ from pathlib import Path
 # lab name (the lab's module name) -> ranks it runs on
 LABS = {"sharding": 2, "zero": 2, "tensor_parallel": 2,
         "pipeline_parallel": 4}
+LABS["experts"] = 4     # lab 13 (labkit/buildit/experts.py)
 TIMEOUT_S = 90.0
 # errors a rank gets because ANOTHER rank failed
 _KNOCK_ON = ("Connection closed", "Connection reset", "never came",

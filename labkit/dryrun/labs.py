@@ -215,6 +215,7 @@ ZERO_DEEPSPEED = ("DeepSpeed variants not dry-run: deepspeed.initialize, "
 
 # adapters kept in files of their own register themselves on import
 from labkit.dryrun import fit_lab, mesh_lab  # noqa: E402,F401
+from labkit.dryrun import experts_lab  # noqa: E402,F401
 cannot("context_parallel", "no adapter yet: ring and Ulysses attention "
        "exchange K/V blocks point to point (isend/irecv) and by all-to-all, "
        "which the fake process group was not yet tried with; its memory "

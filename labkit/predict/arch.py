@@ -66,6 +66,19 @@ class Arch:
     expert_ffn: int = 0
     first_dense_layers: int = 0
     name: str = ""
+    # mixture of experts and MLA (labkit.predict.arch_moe explains them)
+    shared_ffn: int = 0          # 0: shared_experts x expert_ffn
+    shared_gate: bool = False    # qwen2_moe: a sigmoid gate on it
+    router: str = "softmax"      # or "sigmoid" (DeepSeek-V3)
+    norm_topk: bool = True       # the k weights renormalised to sum 1
+    routed_scaling: float = 1.0
+    expert_groups: int = 0       # DeepSeek-V3 n_group (node-limited)
+    group_top_k: int = 0         # DeepSeek-V3 topk_group
+    q_lora_rank: int = 0         # MLA (DeepSeek-V2/V3); 0: plain q_proj
+    kv_lora_rank: int = 0        # > 0: multi-head latent attention
+    qk_rope_head_dim: int = 0
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
 
     def __post_init__(self):
         ints = ("layers", "hidden", "heads", "vocab", "ffn", "kv_heads",
@@ -104,6 +117,8 @@ class Arch:
                     f"expert_ffn={self.expert_ffn})")
             if self.first_dense_layers > self.layers:
                 raise ValueError("first_dense_layers > layers")
+        from labkit.predict.arch_moe import check   # the MoE/MLA fields
+        check(self)
 
     # -- derived sizes -----------------------------------------------------
     @property

@@ -209,6 +209,8 @@ def add_arguments(p) -> None:
         g.add_argument(f"--{k}", type=int)
     g.add_argument("--params", type=float,
                    help="e.g. 70e9: the standard shape of that size")
+    from labkit.predict import plan_moe   # mixture of experts: EP layouts
+    plan_moe.add_arguments(g)
     p.add_argument("--batch", type=int, required=True,
                    help="global batch in sequences per step")
     p.add_argument("--gpus", type=int, required=True)
@@ -265,6 +267,9 @@ def model_from_args(args) -> Model:
 
 
 def main(args) -> int:
+    if getattr(args, "hf_config", None):
+        from labkit.predict import plan_moe
+        return plan_moe.main(args)
     m = model_from_args(args)
     c = Cluster(args.gpus, args.gpus_per_node, args.gpu, args.intra_link,
                 args.inter_link, args.host_link, args.host_mem_gb)

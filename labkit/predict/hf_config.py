@@ -67,9 +67,13 @@ def read(source) -> Arch:
             raise ValueError(f"config.json has {key!r} (a mixture of "
                              "experts) but no 'num_experts_per_tok'")
     kind = cfg.get("model_type")
+    from labkit.predict import hf_config_moe    # the MoE families live apart
+    if kind in hf_config_moe.FAMILIES:
+        return hf_config_moe.read(cfg, source)
     if kind not in FAMILIES:
         raise ValueError(f"config.json: model_type {kind!r} is not "
-                         f"supported (supported: {', '.join(FAMILIES)})")
+                         f"supported (supported: {', '.join(FAMILIES)}; "
+                         f"experts: {', '.join(hf_config_moe.FAMILIES)})")
     name = Path(source).stem if not isinstance(source, dict) else kind
     if kind == "gpt2":
         return _gpt2(cfg, name)

@@ -54,6 +54,9 @@ def _mlp(p: str, h: int, f: int, a: A.Arch) -> list:
 
 def layer_tensors(a: A.Arch, i: int) -> list:
     """``(name, shape, component)`` of layer ``i``'s weights."""
+    if a.kv_lora_rank or a.shared_ffn or a.shared_gate:  # experts, MLA
+        from labkit.predict.params_moe import layer_tensors as moe
+        return moe(a, i)
     h, p = a.hidden, f"layers.{i}"
     t = _norm(f"{p}.input_layernorm", h, a)
     for proj, width in (("q", a.q_dim), ("k", a.kv_dim), ("v", a.kv_dim)):

@@ -1,0 +1,168 @@
+"""Build it, lab 13: dispatch and combine of expert parallelism.
+
+The student writes ``expert_parallel(x, idx, weights, keep, experts,
+num_experts)`` for one rank of the world (the EP group):
+
+- ``x`` ``[T, h]``: this rank's tokens; ``idx``, ``weights``, ``keep``
+  ``[T, k]``: each token's experts, gate weights, and which assignments the
+  capacity kept;
+- ``experts``: this rank's ``num_experts / world_size`` experts (rank ``r``
+  holds experts ``r E/W .. (r+1) E/W - 1``), each a module on ``[n, h]``;
+- returns ``y`` ``[T, h]``: for every token, the sum over its kept
+  assignments of ``weight x expert(x)`` -- the experts living on whichever
+  rank holds them.
+
+That is: permute the kept assignments by expert, exchange the counts,
+``all_to_all_single`` the rows with uneven splits (dispatch), run the local
+experts, restore the order, all-to-all back (combine), weight and add
+(Lepikhin et al. 2020, GShard, Sec. 2.2; chapter 13).
+
+The harness builds the experts, tokens, router and capacity from the seed
+on every rank, runs the whole layer for every rank's tokens in one process
+as the reference, and counts the collectives. Checks: ``output`` equals
+the reference's for this rank's tokens; ``grads``: the input gradient and
+every local expert's gradients equal the reference's; ``comm``: only
+all-to-alls, and the rows through them -- forward and backward -- are the
+``S h`` and ``R h`` values the router's counts predict (``S`` rows this
+rank keeps, ``R`` rows its experts receive).
+"""
+from __future__ import annotations
+
+CONFIG = {"experts": 8, "top_k": 2, "hidden": 8, "tokens": 12,
+          "capacity_factor": None, "seed": 0}
+HIDDEN = {"experts": 12, "top_k": 3, "hidden": 6, "tokens": 10,
+          "capacity_factor": 1.0, "seed": 3}  # other E, k, and drops
+TOL = 1e-5
+
+
+def routing(logits, k, cap_factor):
+    """Top-k softmax, renormalised; GShard's capacity per slice."""
+    import math
+
+    import torch
+    t, e = logits.shape
+    w, idx = logits.softmax(-1).topk(k, dim=-1)
+    w = w / w.sum(-1, keepdim=True)
+    keep = torch.ones_like(idx, dtype=torch.bool)
+    if cap_factor is not None:
+        cap = math.ceil(cap_factor * k * t / e)
+        seen = [0] * e
+        for j in range(k):                 # first choices first
+            for i in range(t):
+                ex = int(idx[i, j])
+                keep[i, j] = seen[ex] < cap
+                seen[ex] += 1
+    return w, idx, keep
+
+
+def rank_run(ctx, mod, cfg) -> dict:
+    import copy
+
+    import torch
+    from torch import nn
+
+    from labkit.measure.collectives import CollectiveCounter
+
+    e, k, h, t = (cfg[n] for n in ("experts", "top_k", "hidden", "tokens"))
+    w_, r = ctx.world_size, ctx.rank
+    per = e // w_
+    torch.manual_seed(cfg["seed"])
+    experts = nn.ModuleList(nn.Sequential(
+        nn.Linear(h, 2 * h), nn.GELU(), nn.Linear(2 * h, h))
+        for _ in range(e))
+    xs, dys = torch.randn(w_, t, h), torch.randn(w_, t, h)
+    routes = [routing(lg, k, cfg["capacity_factor"])
+              for lg in torch.randn(w_, t, e)]
+    x_ref = xs.clone().requires_grad_()
+    ys = []
+    for s, (w, idx, keep) in enumerate(routes):
+        y = torch.zeros(t, h)
+        for j, m in enumerate(experts):
+            gate = (w * (idx == j) * keep).sum(-1, keepdim=True)
+            y = y + gate * m(x_ref[s])
+        ys.append(y)
+    (torch.stack(ys) * dys).sum().backward()
+
+    local = nn.ModuleList(copy.deepcopy(experts[r * per + j])
+                          for j in range(per))
+    for p in local.parameters():
+        p.grad = None
+    w, idx, keep = routes[r]
+    x = xs[r].clone().requires_grad_()
+    with CollectiveCounter() as fwd:
+        y = mod.expert_parallel(x, idx.clone(), w.clone(), keep.clone(),
+                                local, e)
+    with CollectiveCounter() as bwd:
+        y.backward(dys[r])
+
+    def diff(mine, want):
+        if mine is None or tuple(mine.shape) != tuple(want.shape):
+            return float("inf")
+        return float((mine - want).abs().max())
+
+    grads = {"input": diff(x.grad, x_ref.grad[r])}
+    for j, m in enumerate(local):
+        for (n, p), q in zip(m.named_parameters(),
+                             experts[r * per + j].parameters()):
+            grads[f"expert {r * per + j} {n}"] = diff(p.grad, q.grad)
+    sent = int(keep.sum())
+    got = sum(int((keep_s & (idx_s // per == r)).sum())
+              for _, idx_s, keep_s in routes)
+    return {"output_diff": diff(y.detach(), ys[r].detach()),
+            "grad_diffs": grads, "rows": [sent, got],
+            "forward": [(c["op"], c["dtype"], c["bytes"])
+                        for c in fwd.records],
+            "backward": [(c["op"], c["dtype"], c["bytes"])
+                         for c in bwd.records]}
+
+
+def check_output(result):
+    worst = max(r["output_diff"] for r in result["ranks"])
+    return worst < TOL, worst, f"< {TOL:g}", (
+        f"your output differs from one process's by up to {worst:.3g}: "
+        "each returned row must go back to its own token (restore the "
+        "order before the combine all-to-all, index_add by token) and be "
+        "multiplied by its gate weight; dropped assignments add nothing")
+
+
+def check_grads(result):
+    worst = {}
+    for r in result["ranks"]:
+        for n, v in r["grad_diffs"].items():
+            worst[n] = max(worst.get(n, 0.0), v)
+    bad = {n: v for n, v in worst.items() if not v < TOL}
+    return not bad, max(worst.values()), f"< {TOL:g}", (
+        "these gradients differ from one process's: " + ", ".join(
+            f"{n} ({v:.3g})" for n, v in list(bad.items())[:4]) +
+        ". Use an all-to-all that autograd runs backward "
+        "(all_to_all_single_autograd), and weight the rows")
+
+
+def check_comm(result):
+    h = result["config"]["hidden"]
+    for r in result["ranks"]:
+        want = sorted(4 * h * n for n in r["rows"])
+        for phase in ("forward", "backward"):
+            ops = {c[0] for c in r[phase]}
+            rows = sorted(c[2] for c in r[phase]
+                          if c[0] == "all_to_all" and c[1] == "float32")
+            if ops - {"all_to_all"} or rows != want:
+                return False, {phase: r[phase]}, {phase: want}, (
+                    f"in {phase} the counter saw {sorted(ops)} moving "
+                    f"{rows} bytes of rows; expert parallelism needs only "
+                    f"all-to-alls, and the rows through them are the "
+                    f"router's counts: {want} bytes ({r['rows'][0]} rows "
+                    f"this rank keeps, {r['rows'][1]} its experts get)")
+    return True, "rows = the router's counts", "rows = the router's " \
+        "counts", ""
+
+
+def expected(cfg, world_size: int) -> dict:
+    return {"output": f"max |y - one process| < {TOL:g}",
+            "grads": f"input and local expert gradients within {TOL:g}",
+            "comm": "only all-to-alls; rows forward and backward = S h and "
+                    "R h from the router's counts"}
+
+
+CHECKS = [("output", 1, check_output), ("grads", 2, check_grads),
+          ("comm", 1, check_comm)]

@@ -1,0 +1,98 @@
+"""The MoE layer with its experts spread over an ``ep`` process group:
+dispatch and combine with ``all_to_all_single`` and uneven splits.
+
+    from labkit.moe.expert_parallel import ExpertParallelMoE
+    block.mlp = ExpertParallelMoE(block.mlp, ep_group)   # same weights
+
+Rank ``r`` of the EP group keeps experts ``r E/ep .. (r+1) E/ep - 1`` of
+the one-process layer (:class:`labkit.moe.layer.MoE`) and drops the rest;
+the router, the shared MLP and everything outside the layer stay
+replicated. One forward, after the router (steps 1-2 of the layer):
+
+1. **counts first**: every rank sends each peer how many rows it has for
+   each of the peer's experts (``E`` int64, an even all-to-all), so that
+   each side knows the uneven split sizes before any row moves;
+2. **dispatch**: the kept assignments, sorted by expert (hence by owner),
+   go to their owners (``all_to_all_single`` with ``input_split_sizes``
+   = what I send each peer, ``output_split_sizes`` = what each sends me);
+3. the received rows, ordered by source, are regrouped by local expert,
+   the experts run, and the rows go back to source order;
+4. **combine**: the reverse all-to-all (the splits swapped) returns each
+   row to the rank of its token, which weights and adds it.
+
+Autograd runs the two all-to-alls again in backward, in reverse
+(``all_to_all_single_autograd``): four
+all-to-alls of rows per layer per step, plus the counts.
+"""
+from __future__ import annotations
+
+import torch
+import torch.distributed as tdist
+import torch.nn as nn
+from torch.distributed._functional_collectives import \
+    all_to_all_single_autograd
+
+from labkit.moe.layer import MoE, plan, run_experts
+
+
+class ExpertParallelMoE(MoE):
+    def __init__(self, moe: MoE, group):
+        nn.Module.__init__(self)
+        self.a, self.group = moe.a, group
+        self.ep = tdist.get_world_size(group)
+        self.ep_rank = tdist.get_rank(group)
+        self.per = moe.a.experts // self.ep
+        self.first = self.ep_rank * self.per
+        self.gate, self.shared = moe.gate, moe.shared
+        self.shared_gate = moe.shared_gate
+        self.experts = nn.ModuleList(
+            moe.experts[self.first:self.first + self.per])
+        self.capacity_factor = moe.capacity_factor
+        self.aux_loss, self.stats = None, {}
+
+    def forward(self, x):
+        shape, (ep, per) = x.shape, (self.ep, self.per)
+        x = x.reshape(-1, shape[-1])
+        w, idx, keep = self.route(x)
+        tok, wt, _ = plan(idx, keep, w)
+        kept = torch.tensor(self.stats["kept"], dtype=torch.int64,
+                            device=x.device)
+        got_counts = torch.empty_like(kept)          # 1. counts first
+        tdist.all_to_all_single(got_counts, kept, group=self.group)
+        got_counts = got_counts.view(ep, per)        # [source, my expert]
+        send = kept.view(ep, per).sum(1).tolist()
+        recv = got_counts.sum(1).tolist()
+        rows = x[tok]                                # 2. dispatch
+        got = all_to_all(rows, recv, send, self.group)
+        perm = regroup(got_counts)                   # 3. by local expert
+        out = run_experts(self.experts, got[perm],
+                          got_counts.sum(0).tolist())
+        back = out[torch.argsort(perm)]              # source order again
+        ret = all_to_all(back, send, recv, self.group)
+        y = torch.zeros_like(x).index_add_(0, tok, ret * wt.unsqueeze(1))
+        return (y + self.shared_out(x)).view(shape)  # 4. combined
+
+
+def all_to_all(x, out_splits: list, in_splits: list, group):
+    """``all_to_all_single`` that autograd runs backward (the splits
+    swapped); the functional form, waited on at once."""
+    y = all_to_all_single_autograd(x, out_splits, in_splits, group)
+    return y.wait() if hasattr(y, "wait") else y
+
+
+def regroup(counts) -> torch.Tensor:
+    """Row order that turns ``[source][expert]`` blocks into
+    ``[expert][source]`` blocks (``counts[s, j]`` rows each)."""
+    n = counts.reshape(-1)
+    start = torch.cumsum(n, 0) - n                   # of block (s, j)
+    start = start.view(counts.shape)
+    parts = [torch.arange(int(start[s, j]), int(start[s, j] + counts[s, j]))
+             for j in range(counts.shape[1]) for s in range(counts.shape[0])]
+    perm = torch.cat(parts) if parts else torch.zeros(0, dtype=torch.long)
+    return perm.to(counts.device)
+
+
+def expert_parameters(model) -> list:
+    """``(name, parameter)`` of the routed experts of an EP model."""
+    return [(n, p) for n, p in model.named_parameters()
+            if ".mlp.experts." in n]
