@@ -76,7 +76,7 @@ COSTS = {
 # argument -> "in" (a file to read; run_dir may be a folder) or "out"
 FILES = {"run_dir": "in", "hf_config": "in", "trace": "in", "config": "in",
          "plot": "out"}
-TIME_LIMIT_S = float(os.environ.get("LABKIT_CLI_TIMEOUT_S") or 600)
+TIME_LIMIT_S = 600.0    # LABKIT_CLI_TIMEOUT_S overrides
 
 
 def _bounds(command: str, dest: str, kind):
@@ -164,8 +164,11 @@ def check_costs(command: str, args) -> None:
 
 
 @contextlib.contextmanager
-def time_limit(seconds: float = TIME_LIMIT_S):
+def time_limit(seconds: float | None = None):
     """A last guard against a hang: ``TimeoutError`` after ``seconds``."""
+    if seconds is None:
+        seconds = float(os.environ.get("LABKIT_CLI_TIMEOUT_S")
+                        or TIME_LIMIT_S)
     def ring(signum, frame):
         raise TimeoutError(f"no answer after {seconds:g} s (an input too "
                            "large?); LABKIT_CLI_TIMEOUT_S raises the limit")
