@@ -50,6 +50,21 @@ def checkpoint_root(name: str, base: str | Path | None = None) -> Path:
     return require_under_build(root / name)
 
 
+def lab_root(results_dir: str | Path | None = None) -> Path:
+    """Lab 8's own folder: ``<results_dir>/checkpoints`` (the runner's run
+    folder, one per run), else a fresh ``_build/checkpoints/lab-XXXX``, so
+    two runs of the lab never share (or delete) each other's checkpoints,
+    scratch or ``run_dir`` (whose final sweep ends that run's ranks)."""
+    import tempfile
+    if results_dir:
+        root = require_under_build(Path(results_dir) / "checkpoints")
+        root.mkdir(parents=True, exist_ok=True)
+        return root
+    base = BUILD / "checkpoints"
+    base.mkdir(parents=True, exist_ok=True)
+    return require_under_build(tempfile.mkdtemp(prefix="lab-", dir=base))
+
+
 def require_under_build(path: str | Path) -> Path:
     path = Path(path).resolve()
     if path != BUILD.resolve() and BUILD.resolve() not in path.parents:
