@@ -53,7 +53,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from labkit import disk, labruns, preflight, provenance  # noqa: E402
-from labkit import runlock  # noqa: E402
+from labkit import resultsfile, runlock  # noqa: E402
 from labkit.launch import (checkout_pythonpath,  # noqa: E402
                            cuda_device_count)
 from labkit.predict import labtime  # noqa: E402
@@ -173,14 +173,15 @@ def run_lab(name: str, nb: Path, profile: str, params: dict,
                             parameters=parameters, cwd=str(labs),
                             kernel_name="python3", progress_bar=False,
                             request_save_on_cell_execute=True)
-        if not (out_dir / "results.json").exists():
-            status, detail = "FAILED", "the lab wrote no results.json"
+        resultsfile.read(out_dir / "results.json")   # its schema
     except KeyboardInterrupt:   # Ctrl-C, SIGTERM, SIGHUP (see main)
         _write_run_json(out_dir, nb.name, name, profile, "interrupted",
                         time.perf_counter() - t0, "stopped by a signal",
                         estimate, checks)
         kept, _ = labruns.finish(out_dir, "interrupted")
         raise KeyboardInterrupt(f"{name}: interrupted, kept in {kept.name}")
+    except resultsfile.ResultsError as e:
+        status, detail = "FAILED", f"the lab's {e}"
     except Exception as e:  # papermill's PapermillExecutionError and friends
         status = "FAILED"
         detail = _disk_fault(e) or (str(e).strip().splitlines()[-1]
@@ -192,19 +193,19 @@ def run_lab(name: str, nb: Path, profile: str, params: dict,
     if nb_in != nb:
         nb_in.unlink(missing_ok=True)
     try:
+        if status == "ok":   # the notebook names the folder it will be in
+            for f in (out_dir / nb.name, out_dir / "parameters.json"):
+                if f.exists():
+                    f.write_text(f.read_text().replace(
+                        os.path.relpath(out_dir, labs),
+                        os.path.relpath(out_dir.with_name(name), labs)))
         _write_run_json(out_dir, nb.name, name, profile, status, seconds,
                         detail, estimate, checks)
     except Exception as e:  # a full disk: the run is not complete
         status, detail = "FAILED", _disk_fault(e) or f"run.json: {e}"
     final, previous = labruns.finish(out_dir,
                                      "ok" if status == "ok" else "failed")
-    if status == "ok":   # the notebook names the folder it ran in
-        for f in (final / nb.name, final / "parameters.json"):
-            if f.exists():
-                f.write_text(f.read_text().replace(
-                    os.path.relpath(out_dir, labs),
-                    os.path.relpath(final, labs)))
-    else:
+    if status != "ok":
         detail = (detail + "; " if detail else "") + (
             f"kept in {final.name}, not current")
     if previous:
@@ -233,9 +234,11 @@ def _write_run_json(out_dir: Path, notebook: str, name: str, profile: str,
     if executed.exists():
         provenance.stamp_notebook(executed, prov)
     minutes = seconds / 60
+    sums = resultsfile.checksums(out_dir, ("results.json", notebook,
+                                           "parameters.json"))
     tmp = out_dir / "run.json.tmp"
     tmp.write_text(json.dumps(
-        {"lab": name, "profile": profile, "status": status,
+        {"lab": name, "profile": profile, "status": status, "sha256": sums,
          "seconds": round(seconds, 2), "detail": detail,
          "finished": dt.datetime.now().isoformat(timespec="seconds"),
          "minutes": {"predicted": estimate, "measured": round(minutes, 3),
