@@ -139,10 +139,11 @@ def executed_copy(labs_from: Path, name: str,
 def world_size(folder: Path) -> int | None:
     """The most processes of one record of a lab's results.json."""
     try:
-        recs = resultsfile.read(folder / "results.json")
-    except resultsfile.ResultsError:
+        recs = json.loads((folder / "results.json").read_text())
+    except (OSError, ValueError, RecursionError):
         return None
-    sizes = [r.get("world_size") for r in recs]
+    sizes = [r.get("world_size") for r in recs if isinstance(r, dict)] \
+        if isinstance(recs, list) else []
     return max((s for s in sizes if isinstance(s, int)), default=None)
 
 
