@@ -184,8 +184,7 @@ def run_lab(name: str, nb: Path, profile: str, params: dict,
         status, detail = "FAILED", f"the lab's {e}"
     except Exception as e:  # papermill's PapermillExecutionError and friends
         status = "FAILED"
-        detail = _disk_fault(e) or (str(e).strip().splitlines()[-1]
-                                    if str(e).strip() else repr(e))
+        detail = _disk_fault(e) or _first_line(e)
     seconds = time.perf_counter() - t0
     budget = BUDGET_S.get(profile)
     if status == "ok" and budget and seconds > budget:
@@ -211,6 +210,19 @@ def run_lab(name: str, nb: Path, profile: str, params: dict,
     if previous:
         detail = (detail + "; " if detail else "") + f"previous run kept in {previous.name}"
     return status, seconds, detail
+
+
+def _first_line(e: BaseException) -> str:
+    """What the summary says of a failed lab: the error's own first line
+    (a LaunchError's names the failing rank and its cause), not the end
+    of a traceback or of torchrun's log."""
+    name, value = getattr(e, "ename", None), getattr(e, "evalue", None)
+    if name and value is not None:     # papermill: the cell's exception
+        first = next((ln.strip() for ln in str(value).splitlines()
+                      if ln.strip()), "")
+        return f"{name}: {first}"[:300]
+    text = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    return (text[0] if text else repr(e))[:300]
 
 
 def _disk_fault(e: BaseException) -> str | None:
