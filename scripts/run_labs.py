@@ -172,7 +172,9 @@ def run_lab(name: str, nb: Path, profile: str, params: dict,
         pm.execute_notebook(str(nb_in), str(out_dir / nb.name),
                             parameters=parameters, cwd=str(labs),
                             kernel_name="python3", progress_bar=False,
-                            request_save_on_cell_execute=True)
+                            request_save_on_cell_execute=True,
+                            kernel_manager_class=_quiet_kernel(
+                                out_dir / "kernel-stderr.log"))
         resultsfile.read(out_dir / "results.json")   # its schema
     except KeyboardInterrupt:   # Ctrl-C, SIGTERM, SIGHUP (see main)
         _write_run_json(out_dir, nb.name, name, profile, "interrupted",
@@ -210,6 +212,21 @@ def run_lab(name: str, nb: Path, profile: str, params: dict,
     if previous:
         detail = (detail + "; " if detail else "") + f"previous run kept in {previous.name}"
     return status, seconds, detail
+
+
+def _quiet_kernel(log: Path):
+    """A kernel manager whose kernel writes its own stderr to ``log`` (in
+    the run folder): the ZMQ traceback a kernel prints when the runner is
+    stopped mid-cell goes there, not over the runner's ``stopped:`` line.
+    Cell output is unaffected (it reaches the notebook over ZMQ)."""
+    from jupyter_client import AsyncKernelManager
+
+    class QuietKernel(AsyncKernelManager):
+        async def _async_launch_kernel(self, kernel_cmd, **kw):
+            with open(log, "ab") as f:
+                kw["stderr"] = f
+                return await super()._async_launch_kernel(kernel_cmd, **kw)
+    return QuietKernel
 
 
 def _first_line(e: BaseException) -> str:
@@ -332,7 +349,8 @@ def _locked(a, profile, chosen, labs, est) -> int:
     try:
         _run_all(a, chosen, profile, labs, est, checks, visible, rows)
     except KeyboardInterrupt as e:
-        print(f"\nstopped: {e}; every lab's last complete run is kept as "
+        print(f"\nstopped: {e or 'interrupted'}; every lab's last "
+              "complete run is kept as "
               f"<lab>/ in {a.out / a.profile}", file=sys.stderr)
         return 130
     finally:

@@ -221,3 +221,40 @@ def test_two_real_runners_on_one_lab(tmp_path):
     folders = sorted(d.name for d in (out / "cpu").iterdir())
     assert len(folders) == 2 and "fake" in folders        # both complete
     assert all(labruns.status(out / "cpu" / f) == "ok" for f in folders)
+
+
+def test_a_stopped_runner_says_one_line_no_kernel_noise(tmp_path):
+    """SIGTERM to the runner's process group mid-cell: the kernel's ZMQ
+    traceback goes to the run folder's kernel-stderr.log, the terminal
+    shows the runner's one `stopped:` line."""
+    import signal
+    labs = tmp_path / "labs"
+    labs.mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in FAKE_LAB]
+    nb.cells[0].metadata["tags"] = ["parameters"]
+    nb.metadata["kernelspec"] = {"name": "python3", "language": "python",
+                                 "display_name": "Python 3"}
+    nbformat.write(nb, labs / "01_fake.ipynb")
+    out = tmp_path / "out"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), FAKE_LAB_SLEEP="120")
+    p = subprocess.Popen(
+        [sys.executable, "-c", "import signal, runpy, sys\n"
+         "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+         f"sys.argv = ['run_labs.py', '--labs', {str(labs)!r}, '--out', "
+         f"{str(out)!r}, '--only', 'fake', '--skip-preflight']\n"
+         f"runpy.run_path({str(ROOT / 'scripts' / 'run_labs.py')!r}, "
+         "run_name='__main__')"], env=env, cwd=ROOT,
+        start_new_session=True, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not list((out / "cpu").glob("fake.*.running/01_fake.ipynb")):
+        assert time.monotonic() < deadline and p.poll() is None
+        time.sleep(0.2)
+    time.sleep(6)                          # the kernel is in the cell
+    os.killpg(p.pid, signal.SIGTERM)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("stopped: fake: "), err
+    assert "Traceback" not in err
