@@ -60,6 +60,7 @@ LIMITS = {
     ("*", "tokens_per_gpu"): (0, 1e15, True),
     ("*", "tflops_per_gpu"): (0, 1e9, True),
     ("*", "iteration_seconds"): (0, 1e9, True),
+    ("profile", "max_memory"): (0.05, 1e6, False),
     # fake tensors are built layer by layer and rank by rank (~0.2 s a
     # layer on 2 cores): the largest published models have < 128 layers
     ("dryrun", "layers"): (1, 128, False),
