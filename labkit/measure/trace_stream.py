@@ -26,6 +26,7 @@ import zlib
 from pathlib import Path
 
 CHUNK = 1 << 20
+MAX_VALUE = 64 << 20    # one event (or top-level value) at most
 _WS = " \t\n\r"
 _decode = json.JSONDecoder().raw_decode
 
@@ -81,9 +82,9 @@ class _Reader:
             try:
                 v, end = _decode(self.buf, self.pos)
             except json.JSONDecodeError as e:
-                # cut at the piece's end: read on (an event is far smaller
-                # than a piece); an error well inside the piece is real
-                if e.pos >= len(self.buf) - CHUNK and self.more():
+                # maybe cut at the piece's end: read on, up to MAX_VALUE
+                # past its start (an event is a few hundred bytes)
+                if len(self.buf) - self.pos < MAX_VALUE and self.more():
                     continue
                 raise ValueError(f"{self.path}: not valid JSON, truncated? "
                                  f"({e.msg})") from None
