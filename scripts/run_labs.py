@@ -157,15 +157,20 @@ def run_lab(name: str, nb: Path, profile: str, params: dict,
     disk.check_writable(out / profile)   # "disk full at ..." before it runs
     with disk.said(out / profile):
         out_dir = labruns.start(out / profile, name)
-    if not has_cuda():
-        src = out_dir / ("input-" + nb.name)
-        skip_gpu_cells(nb, src)
-        nb_in = src
-    else:
-        nb_in = nb
-    parameters = {**params, "profile": profile,
-                  "results_dir": os.path.relpath(out_dir, labs)}  # cwd: labs/
-    (out_dir / "parameters.json").write_text(json.dumps(parameters, indent=1))
+    try:
+        if not has_cuda():
+            src = out_dir / ("input-" + nb.name)
+            skip_gpu_cells(nb, src)
+            nb_in = src
+        else:
+            nb_in = nb
+        parameters = {**params, "profile": profile,
+                      "results_dir": os.path.relpath(out_dir, labs)}
+        (out_dir / "parameters.json").write_text(json.dumps(parameters,
+                                                            indent=1))
+    except OSError as e:   # a full disk before the lab began: not current
+        labruns.finish(out_dir, "failed")
+        raise disk.as_disk_error(e, out_dir) from None
     t0 = time.perf_counter()
     status, detail = "ok", ""
     try:
@@ -186,7 +191,7 @@ def run_lab(name: str, nb: Path, profile: str, params: dict,
         status, detail = "FAILED", f"the lab's {e}"
     except Exception as e:  # papermill's PapermillExecutionError and friends
         status = "FAILED"
-        detail = _disk_fault(e) or _first_line(e)
+        detail = _disk_fault(e, out_dir) or _first_line(e)
     seconds = time.perf_counter() - t0
     budget = BUDGET_S.get(profile)
     if status == "ok" and budget and seconds > budget:
@@ -203,7 +208,8 @@ def run_lab(name: str, nb: Path, profile: str, params: dict,
         _write_run_json(out_dir, nb.name, name, profile, status, seconds,
                         detail, estimate, checks)
     except Exception as e:  # a full disk: the run is not complete
-        status, detail = "FAILED", _disk_fault(e) or f"run.json: {e}"
+        status, detail = "FAILED", (_disk_fault(e, out_dir)
+                                    or f"run.json: {_first_line(e)}")
     final, previous = labruns.finish(out_dir,
                                      "ok" if status == "ok" else "failed")
     if status != "ok":
@@ -242,14 +248,20 @@ def _first_line(e: BaseException) -> str:
     return (text[0] if text else repr(e))[:300]
 
 
-def _disk_fault(e: BaseException) -> str | None:
+def _disk_fault(e: BaseException, where: Path | None = None) -> str | None:
     """"disk full at PATH" if a disk fault is behind ``e``, else None
-    (papermill or nbformat may wrap it, or only say it in words)."""
+    (papermill or nbformat may wrap it, or only show its effect: a
+    notebook cut short is "not JSON"), so ``where`` is checked too."""
     seen = 0
     while e is not None and seen < 10:
         if isinstance(e, OSError) and disk.describe(e):
             return disk.describe(e)
         e, seen = e.__cause__ or e.__context__, seen + 1
+    if where is not None:
+        try:
+            disk.check_writable(where, need_bytes=2 ** 20)
+        except ValueError as full:
+            return str(full)
     return None
 
 

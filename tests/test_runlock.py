@@ -258,3 +258,24 @@ def test_a_stopped_runner_says_one_line_no_kernel_noise(tmp_path):
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("stopped: fake: "), err
     assert "Traceback" not in err
+
+
+def test_the_summary_note_is_the_errors_first_line():
+    from papermill.exceptions import PapermillExecutionError
+    e = PapermillExecutionError(
+        3, 3, "launch(...)", "LaunchError",
+        "labkit.runs.x on 2 ranks failed (torchrun exit status 1): rank 1 "
+        "killed by SIGKILL, pid 7\nrun folder: /r\n--- torchrun ---\n"
+        "======", [])
+    assert run_labs._first_line(e) == (
+        "LaunchError: labkit.runs.x on 2 ranks failed (torchrun exit "
+        "status 1): rank 1 killed by SIGKILL, pid 7")
+
+
+def test_a_notebook_cut_short_by_a_full_disk_names_the_disk(tmp_path,
+                                                           monkeypatch):
+    monkeypatch.setattr(disk.shutil, "disk_usage",
+                        lambda p: type("U", (), {"free": 10})())
+    said = run_labs._disk_fault(ValueError("Notebook does not appear to "
+                                           "be JSON"), tmp_path)
+    assert said.startswith(f"disk full at {tmp_path}")
