@@ -120,7 +120,7 @@ def check(lab: str, params: dict):
     from labkit import checks
     fn = getattr(checks, lab, None)
     if fn is None or lab.startswith("_") or not inspect.isfunction(fn) \
-            or lab not in checks.__all__:
+            or lab not in checks.LABS:
         raise ValueError(f"no parameter check for lab {lab!r}")
     names = inspect.signature(fn).parameters
     missing = [n for n, p in names.items() if n not in params

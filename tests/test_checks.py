@@ -49,7 +49,7 @@ def test_the_notebook_defaults_pass(lab):
 @pytest.mark.parametrize("lab", sorted(LABS))
 def test_every_lab_has_a_check_and_calls_it(lab):
     assert callable(getattr(checks, lab, None)), \
-        f"labs/{LABS[lab].name}: no function {lab} in labkit/checks.py"
+        f"labs/{LABS[lab].name}: no function {lab} in labkit.checks"
     nb = json.loads(LABS[lab].read_text())
     calls = [c for c in nb["cells"] if c["cell_type"] == "code"
              and f'check("{lab}", globals())' in "".join(c["source"])]
@@ -183,3 +183,10 @@ def test_the_rank_bound_follows_the_cores_and_its_override(monkeypatch):
     monkeypatch.setenv("LABKIT_MAX_RANKS", "many")
     with pytest.raises(ValueError, match="LABKIT_MAX_RANKS='many'"):
         max_ranks()
+
+
+def test_only_a_labs_check_can_be_named():
+    for name in ("parse", "require", "max_ranks", "_profile"):
+        with pytest.raises(ValueError, match="no parameter check for lab"):
+            check(name, {})
+    assert set(checks.LABS) == set(LABS)
