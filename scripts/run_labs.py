@@ -53,7 +53,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from labkit import disk, labruns, preflight, provenance  # noqa: E402
-from labkit import resultsfile, runlock  # noqa: E402
+from labkit import labfaults, resultsfile, runlock  # noqa: E402
 from labkit.launch import (checkout_pythonpath,  # noqa: E402
                            cuda_device_count)
 from labkit.predict import labtime  # noqa: E402
@@ -178,7 +178,7 @@ def run_lab(name: str, nb: Path, profile: str, params: dict,
                             parameters=parameters, cwd=str(labs),
                             kernel_name="python3", progress_bar=False,
                             request_save_on_cell_execute=True,
-                            kernel_manager_class=_quiet_kernel(
+                            kernel_manager_class=labfaults.quiet_kernel(
                                 out_dir / "kernel-stderr.log"))
         resultsfile.read(out_dir / "results.json")   # its schema
     except KeyboardInterrupt:   # Ctrl-C, SIGTERM, SIGHUP (see main)
@@ -191,7 +191,7 @@ def run_lab(name: str, nb: Path, profile: str, params: dict,
         status, detail = "FAILED", f"the lab's {e}"
     except Exception as e:  # papermill's PapermillExecutionError and friends
         status = "FAILED"
-        detail = _disk_fault(e, out_dir) or _first_line(e)
+        detail = labfaults.disk_fault(e, out_dir) or labfaults.first_line(e)
     seconds = time.perf_counter() - t0
     budget = BUDGET_S.get(profile)
     if status == "ok" and budget and seconds > budget:
@@ -208,8 +208,8 @@ def run_lab(name: str, nb: Path, profile: str, params: dict,
         _write_run_json(out_dir, nb.name, name, profile, status, seconds,
                         detail, estimate, checks)
     except Exception as e:  # a full disk: the run is not complete
-        status, detail = "FAILED", (_disk_fault(e, out_dir)
-                                    or f"run.json: {_first_line(e)}")
+        status, detail = "FAILED", (labfaults.disk_fault(e, out_dir)
+                                    or f"run.json: {labfaults.first_line(e)}")
     final, previous = labruns.finish(out_dir,
                                      "ok" if status == "ok" else "failed")
     if status != "ok":
@@ -218,51 +218,6 @@ def run_lab(name: str, nb: Path, profile: str, params: dict,
     if previous:
         detail = (detail + "; " if detail else "") + f"previous run kept in {previous.name}"
     return status, seconds, detail
-
-
-def _quiet_kernel(log: Path):
-    """A kernel manager whose kernel writes its own stderr to ``log`` (in
-    the run folder): the ZMQ traceback a kernel prints when the runner is
-    stopped mid-cell goes there, not over the runner's ``stopped:`` line.
-    Cell output is unaffected (it reaches the notebook over ZMQ)."""
-    from jupyter_client import AsyncKernelManager
-
-    class QuietKernel(AsyncKernelManager):
-        async def _async_launch_kernel(self, kernel_cmd, **kw):
-            with open(log, "ab") as f:
-                kw["stderr"] = f
-                return await super()._async_launch_kernel(kernel_cmd, **kw)
-    return QuietKernel
-
-
-def _first_line(e: BaseException) -> str:
-    """What the summary says of a failed lab: the error's own first line
-    (a LaunchError's names the failing rank and its cause), not the end
-    of a traceback or of torchrun's log."""
-    name, value = getattr(e, "ename", None), getattr(e, "evalue", None)
-    if name and value is not None:     # papermill: the cell's exception
-        first = next((ln.strip() for ln in str(value).splitlines()
-                      if ln.strip()), "")
-        return f"{name}: {first}"[:300]
-    text = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-    return (text[0] if text else repr(e))[:300]
-
-
-def _disk_fault(e: BaseException, where: Path | None = None) -> str | None:
-    """"disk full at PATH" if a disk fault is behind ``e``, else None
-    (papermill or nbformat may wrap it, or only show its effect: a
-    notebook cut short is "not JSON"), so ``where`` is checked too."""
-    seen = 0
-    while e is not None and seen < 10:
-        if isinstance(e, OSError) and disk.describe(e):
-            return disk.describe(e)
-        e, seen = e.__cause__ or e.__context__, seen + 1
-    if where is not None:
-        try:
-            disk.check_writable(where, need_bytes=2 ** 20)
-        except ValueError as full:
-            return str(full)
-    return None
 
 
 def _write_run_json(out_dir: Path, notebook: str, name: str, profile: str,

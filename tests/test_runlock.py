@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from labkit import disk, labruns, runlock
+from labkit import disk, labfaults, labruns, runlock
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -267,7 +267,7 @@ def test_the_summary_note_is_the_errors_first_line():
         "labkit.runs.x on 2 ranks failed (torchrun exit status 1): rank 1 "
         "killed by SIGKILL, pid 7\nrun folder: /r\n--- torchrun ---\n"
         "======", [])
-    assert run_labs._first_line(e) == (
+    assert labfaults.first_line(e) == (
         "LaunchError: labkit.runs.x on 2 ranks failed (torchrun exit "
         "status 1): rank 1 killed by SIGKILL, pid 7")
 
@@ -276,6 +276,6 @@ def test_a_notebook_cut_short_by_a_full_disk_names_the_disk(tmp_path,
                                                            monkeypatch):
     monkeypatch.setattr(disk.shutil, "disk_usage",
                         lambda p: type("U", (), {"free": 10})())
-    said = run_labs._disk_fault(ValueError("Notebook does not appear to "
+    said = labfaults.disk_fault(ValueError("Notebook does not appear to "
                                            "be JSON"), tmp_path)
     assert said.startswith(f"disk full at {tmp_path}")
