@@ -11,13 +11,21 @@
 
 Each command lives in the module named below and exposes
 ``add_arguments(parser)`` and ``main(args) -> int``. Bad input: a one-line
-error on stderr and exit status 2.
+error on stderr and exit status 2, whatever the input (labkit.cli_rules):
+every number is finite and inside the bounds of ``LIMITS`` (a size that
+would make the work explode is refused before it starts), every file
+argument is a regular file (or the folder it must be), and any error the
+command raises -- out of memory, too deep a JSON, a full disk -- is said
+in one line, not as a traceback (``LABKIT_TRACEBACK=1`` shows it).
 """
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+
+from labkit import cli_rules
 
 COMMANDS = {
     "memory": ("labkit.predict.memory", "per-GPU memory ledger (ZeRO stages, FSDP, offload)"),
@@ -54,11 +62,20 @@ def main(argv=None) -> int:
     parser = _Parser(prog=f"python -m labkit {name}",
                      description=COMMANDS[name][1])
     module.add_arguments(parser)
+    cli_rules.apply(name, parser)
     args = parser.parse_args(argv[1:])
     try:
-        return module.main(args) or 0
-    except ValueError as e:
-        sys.stderr.write(f"python -m labkit {name}: error: {e}\n")
+        cli_rules.check_costs(name, args)
+        with cli_rules.time_limit():
+            return module.main(args) or 0
+    except KeyboardInterrupt:
+        sys.stderr.write(f"python -m labkit {name}: interrupted\n")
+        return 130
+    except Exception as e:  # noqa: BLE001 -- the one-line rule
+        if os.environ.get("LABKIT_TRACEBACK"):
+            raise
+        sys.stderr.write(f"python -m labkit {name}: error: "
+                         f"{cli_rules.one_line(e)}\n")
         return 2
 
 

@@ -50,6 +50,21 @@ def checkpoint_root(name: str, base: str | Path | None = None) -> Path:
     return require_under_build(root / name)
 
 
+def lab_root(results_dir: str | Path | None = None) -> Path:
+    """Lab 8's own folder: ``<results_dir>/checkpoints`` (the runner's run
+    folder, one per run), else a fresh ``_build/checkpoints/lab-XXXX``, so
+    two runs of the lab never share (or delete) each other's checkpoints,
+    scratch or ``run_dir`` (whose final sweep ends that run's ranks)."""
+    import tempfile
+    if results_dir:
+        root = require_under_build(Path(results_dir) / "checkpoints")
+        root.mkdir(parents=True, exist_ok=True)
+        return root
+    base = BUILD / "checkpoints"
+    base.mkdir(parents=True, exist_ok=True)
+    return require_under_build(tempfile.mkdtemp(prefix="lab-", dir=base))
+
+
 def require_under_build(path: str | Path) -> Path:
     path = Path(path).resolve()
     if path != BUILD.resolve() and BUILD.resolve() not in path.parents:
@@ -71,9 +86,11 @@ def preflight(root: str | Path, need_bytes: float) -> Path:
         probe.write_bytes(b"x")
         probe.unlink()
     except OSError as e:
-        raise CheckpointError(f"cannot write checkpoints to {root}: "
-                              f"{e.strerror or e}; choose a writable folder "
-                              "under _build/") from None
+        from labkit.disk import describe
+        raise CheckpointError(f"cannot write checkpoints: "
+                              f"{describe(e, root) or e.strerror or e}; "
+                              "choose a writable folder under _build/"
+                              ) from None
     free = shutil.disk_usage(root).free
     if need_bytes * FREE_MARGIN > free:
         raise CheckpointError(
@@ -214,7 +231,10 @@ def atomic_step_dir(root: Path, step: int, meta: dict, is_writer: bool = True,
             shutil.rmtree(tmp, ignore_errors=True)
         full = (getattr(e, "errno", None) == errno.ENOSPC
                 or os.strerror(errno.ENOSPC) in str(e))
-        what = "the disk is full" if full else str(e).splitlines()[0]
+        ro = (getattr(e, "errno", None) == errno.EROFS
+              or os.strerror(errno.EROFS) in str(e))
+        what = (f"disk full at {root}" if full else f"read-only at {root}"
+                if ro else (str(e).splitlines() or [repr(e)])[0])
         raise CheckpointError(f"checkpoint of step {step} in {root} not "
                               f"written: {what}; the half-written folder was "
                               "removed, the last complete checkpoint is "

@@ -18,6 +18,8 @@ import math
 import platform
 from pathlib import Path
 
+from labkit.checks.rules import require  # noqa: F401 (labs import it)
+
 ROOT = Path(__file__).resolve().parent.parent
 FIELDS = ("quantity", "strategy", "world_size", "predicted", "measured",
           "ratio", "unit")
@@ -104,27 +106,29 @@ def _number(v) -> str:
     return f"{v:.4g}"
 
 
-def require(condition: bool, message: str) -> None:
-    """Stop a lab with a clear message before any process is started."""
-    if not condition:
-        raise ValueError(message)
-
-
 def check(lab: str, params: dict):
-    """Check a lab's parameters before any process starts, by the lab's
-    function in :mod:`labkit.checks`; ``params`` is the namespace that holds
-    them (a notebook passes ``globals()``). Raises ``ValueError`` with one
-    clear message; returns what the lab needs next (backend, config, ...).
+    """Check a lab's parameters before any process starts: every value by
+    its name's rule (:mod:`labkit.checks.params`; a string papermill
+    handed over is parsed and written back into ``params``), then by the
+    lab's function in :mod:`labkit.checks`; ``params`` is the namespace
+    that holds them (a notebook passes ``globals()``). Raises
+    ``ValueError`` with one line naming the parameter, its value and the
+    rule; returns what the lab needs next (backend, config, ...).
     """
     import inspect
 
     from labkit import checks
     fn = getattr(checks, lab, None)
-    if fn is None or lab.startswith("_") or not inspect.isfunction(fn):
+    if fn is None or lab.startswith("_") or not inspect.isfunction(fn) \
+            or lab not in checks.LABS:
         raise ValueError(f"no parameter check for lab {lab!r}")
     names = inspect.signature(fn).parameters
     missing = [n for n, p in names.items() if n not in params
                and p.default is inspect.Parameter.empty]
     require(not missing, f"lab {lab}: parameters missing: "
             f"{', '.join(missing)}")
-    return fn(**{n: params[n] for n in names if n in params})
+    parsed = checks.parse(params)
+    for name, value in parsed.items():   # "300" -> 300 in the notebook
+        if params[name] is not value and type(params[name]) is str:
+            params[name] = value
+    return fn(**{n: parsed.get(n, params[n]) for n in names if n in params})

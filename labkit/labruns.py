@@ -17,10 +17,17 @@ it ``.interrupted``. None of them ever shadows the last complete run:
 :func:`last_complete` returns ``<lab>/`` if it completed, else the newest
 complete ``<lab>.<stamp>`` (after a crash between the two renames), and
 says when a newer run was left out.
+
+Two runs finishing at once cannot undo each other: the renames of
+:func:`finish` and :func:`label_interrupted` hold ``.<profile>.finish.lock`` (an
+exclusive ``flock``) beside the profile's folder, and :func:`start` never
+reuses a folder another run has just made.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import fcntl
 import json
 import os
 import socket
@@ -54,10 +61,29 @@ def status(folder: Path) -> str | None:
         return None
 
 
+@contextlib.contextmanager
+def _renaming(profile_dir: Path):
+    """Hold the profile folder's rename lock (one finisher at a time)."""
+    profile_dir = Path(profile_dir)
+    fd = os.open(profile_dir.parent / f".{profile_dir.name}.finish.lock",
+                 os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)   # closing drops the flock
+
+
 def start(profile_dir: Path, lab: str) -> Path:
     """A fresh folder for a new run of ``lab``, marked as running."""
-    run = _unused(Path(profile_dir) / f"{lab}.{_stamp()}", RUNNING)
-    run.mkdir(parents=True)
+    Path(profile_dir).mkdir(parents=True, exist_ok=True)
+    while True:
+        run = _unused(Path(profile_dir) / f"{lab}.{_stamp()}", RUNNING)
+        try:
+            run.mkdir()
+            break
+        except FileExistsError:   # another runner's, made just now
+            continue
     (run / "running.json").write_text(json.dumps(
         {"pid": os.getpid(), "host": socket.gethostname(),
          "boot": _boot_id(), "started": _stamp()}))
@@ -71,17 +97,19 @@ def finish(run: Path, outcome: str) -> tuple[Path, Path | None]:
     ``outcome`` "ok": it becomes ``<lab>/`` (the earlier one is kept under
     its time stamp); "failed" or "interrupted": ``<lab>.<stamp>.<outcome>``.
     """
-    (run / "running.json").unlink(missing_ok=True)
-    base = run.with_name(run.name[:-len(RUNNING)] if run.name.endswith(
-        RUNNING) else run.name)
-    if outcome != "ok":
-        dest = _unused(base, "." + outcome)
-        os.replace(run, dest)
-        return dest, None
-    current = run.with_name(lab_of(run))
-    previous = keep_previous(current)
-    os.replace(run, current)
-    return current, previous
+    with _renaming(run.parent):
+        base = run.with_name(run.name[:-len(RUNNING)] if run.name.endswith(
+            RUNNING) else run.name)
+        if outcome != "ok":
+            dest = _unused(base, "." + outcome)
+            os.rename(run, dest)
+            (dest / "running.json").unlink(missing_ok=True)
+            return dest, None
+        current = run.with_name(lab_of(run))
+        previous = keep_previous(current)
+        os.rename(run, current)
+        (current / "running.json").unlink(missing_ok=True)
+        return current, previous
 
 
 def keep_previous(folder: Path) -> Path | None:
@@ -99,8 +127,8 @@ def label_interrupted(profile_dir: Path) -> list[Path]:
     labelled = []
     for run in sorted(Path(profile_dir).glob(f"*{RUNNING}")):
         if run.is_dir() and not _runner_alive(run):
-            (run / "running.json").unlink(missing_ok=True)
-            labelled.append(finish(run, INTERRUPTED[1:])[0])
+            with contextlib.suppress(FileNotFoundError):  # a finisher's
+                labelled.append(finish(run, INTERRUPTED[1:])[0])
     return labelled
 
 

@@ -298,6 +298,7 @@ def run(name: str, with_probe: bool = True) -> list[Check]:
     profile = load_profile(name)
     checks = [*check_devices(name, profile), *check_torch(name),
               *check_deepspeed(profile), *check_topology(name)]
+    checks += __import__("labkit.disk").disk.folder_checks(name)
     if with_probe and not any(c.status == "fail" for c in checks):
         checks += probe(name, profile)
     elif with_probe:

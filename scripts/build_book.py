@@ -21,6 +21,14 @@ page starts with its stamp (``labkit.provenance.stamp``: where and with
 what it was measured, or that it was not run), and the absolute path of
 this checkout (and of the node's, from a bundle) is taken out of the
 staged notebooks, so no published page shows a local path.
+
+Each staged run is verified where it is read (``labkit.resultsfile``): its
+``results.json`` must hold the documented records and its files the
+SHA-256 the runner stored when the lab completed. A damaged or missing
+file is named in one line and stops the build; with
+``--partial`` that lab is shown as committed instead, and the line says
+so. A full or read-only build folder is one line too ("disk full at
+PATH").
 """
 from __future__ import annotations
 
@@ -40,7 +48,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from labkit import labruns  # noqa: E402
+from labkit import disk, labruns, resultsfile  # noqa: E402
 from labkit.launch import checkout_pythonpath  # noqa: E402
 from labkit.provenance import of_notebook, stamp  # noqa: E402
 
@@ -124,6 +132,7 @@ def executed_copy(labs_from: Path, name: str,
     run, note = labruns.last_complete(labs_from, name)
     if run is None or not (run / notebook).exists():
         return None, note
+    resultsfile.verify(run)     # ResultsError: a damaged or missing file
     return run / notebook, note
 
 
@@ -131,9 +140,10 @@ def world_size(folder: Path) -> int | None:
     """The most processes of one record of a lab's results.json."""
     try:
         recs = json.loads((folder / "results.json").read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
-    sizes = [r.get("world_size") for r in recs]
+    sizes = [r.get("world_size") for r in recs if isinstance(r, dict)] \
+        if isinstance(recs, list) else []
     return max((s for s in sizes if isinstance(s, int)), default=None)
 
 
@@ -175,8 +185,15 @@ def stage(labs_from: Path | None, out: Path, partial: bool = False) -> Path:
             print(f"an earlier run was interrupted: labelled {run.name}")
     for nb in sorted((src / "labs").glob("[0-9]*_*.ipynb")):
         name = nb.stem.partition("_")[2]
-        executed, note = executed_copy(labs_from, name, nb.name) \
-            if labs_from else (None, "")
+        try:
+            executed, note = executed_copy(labs_from, name, nb.name) \
+                if labs_from else (None, "")
+        except resultsfile.ResultsError as e:
+            if not partial:
+                raise SystemExit(f"build stopped: {e}; rerun the lab, or "
+                                 "pass --partial to show it as committed")
+            print(f"{e}: {nb.name} shown as committed (--partial)")
+            executed, note = None, str(e)
         prov, n = None, None
         if executed:
             if executed.parent.name != name or "left out" in note:
@@ -232,8 +249,12 @@ def main(argv=None) -> int:
            and a.out == ROOT / "_build" else a.out).resolve()
     if out.name != "_build":  # jupyter-book writes to <path-output>/_build
         ap.error("--out must be a folder named _build, e.g. /tmp/me/_build")
-    src = stage(a.labs_from.resolve() if a.labs_from else None, out,
-                a.partial)
+    try:
+        with disk.said(out):
+            src = stage(a.labs_from.resolve() if a.labs_from else None,
+                        out, a.partial)
+    except disk.DiskError as e:
+        raise SystemExit(f"build stopped: {e}") from None
     if a.student:
         student_edition(src)
     if a.no_execute:

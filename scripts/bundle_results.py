@@ -13,6 +13,15 @@ which run went in and which newer one was left out. Then
 each, the SHA-256 of every file, the provenance of the run and the node's
 checkout path (the book build removes it from the pages and checks the
 sums, so a damaged copy is one clear line).
+
+Each run is verified before it goes in (``labkit.resultsfile``):
+``results.json`` must hold the documented records, and every file must
+still match the SHA-256 the runner stored in ``run.json`` when the lab
+completed; those stored sums, not sums of whatever is on disk now, go into
+the manifest. A damaged or missing file refuses the bundle in one line.
+The archive is written to a temporary name and renamed when complete, so
+a full disk (said as "disk full at PATH") never leaves a truncated archive
+under the final name.
 """
 from __future__ import annotations
 
@@ -20,13 +29,14 @@ import argparse
 import datetime as dt
 import hashlib
 import json
+import os
 import sys
 import tarfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from labkit import labruns  # noqa: E402
+from labkit import disk, labruns, resultsfile  # noqa: E402
 from labkit.provenance import git_commit  # noqa: E402
 
 KEEP = ("results.json", "run.json", "parameters.json")
@@ -52,6 +62,12 @@ def bundle(folder: Path, profile: str, out: Path, say=print) -> Path:
     if not labs:
         raise SystemExit(f"no complete lab results in {folder}: run "
                          f"scripts/run_labs.py --profile {profile} first")
+    sums = {}
+    for n, (d, _) in labs.items():
+        try:
+            sums[n] = resultsfile.verify(d) or {}
+        except resultsfile.ResultsError as e:
+            raise SystemExit(f"bundle refused: {e}") from None
     runs = {n: json.loads((d / "run.json").read_text())
             for n, (d, _) in labs.items()}
     manifest = {"profile": profile, "root": str(ROOT),
@@ -61,21 +77,36 @@ def bundle(folder: Path, profile: str, out: Path, say=print) -> Path:
                 "runs": {n: note for n, (_, note) in labs.items()},
                 "provenance": next(iter(runs.values())).get("provenance"),
                 "files": {}}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(out, "w:gz") as tar:
+    with disk.said(out.parent):
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(f".{out.name}.partial")
+        try:
+            _write(tmp, labs, sums, manifest, profile)
+            os.replace(tmp, out)    # complete: now under its name
+        finally:
+            tmp.unlink(missing_ok=True)
+    return out
+
+
+def _write(tmp: Path, labs, sums, manifest, profile) -> None:
+    import io
+    with tarfile.open(tmp, "w:gz") as tar:
         for name, (d, _) in labs.items():
             for f in sorted(d.iterdir()):
                 if f.name in KEEP or (f.suffix == ".ipynb"
                                       and not f.name.startswith("input-")):
                     arcname = f"{profile}/{name}/{f.name}"
-                    manifest["files"][arcname] = hashlib.sha256(
+                    manifest["files"][arcname] = sums[name].get(
+                        f.name) or hashlib.sha256(
                         f.read_bytes()).hexdigest()
                     tar.add(f, arcname=arcname)
-        m = out.with_suffix(".manifest.json")
-        m.write_text(json.dumps(manifest, indent=1))
-        tar.add(m, arcname=f"{profile}/manifest.json")
-        m.unlink()
-    return out
+        data = json.dumps(manifest, indent=1).encode()
+        info = tarfile.TarInfo(f"{profile}/manifest.json")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+        tar.fileobj.flush()
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
 
 
 def main(argv=None) -> int:
@@ -91,8 +122,11 @@ def main(argv=None) -> int:
         raise SystemExit(f"no results for profile {a.profile!r} in {a.src}")
     name = (f"labs-{a.profile}-{dt.date.today():%Y%m%d}-"
             f"{(git_commit() or 'nogit').replace('+', '-')}.tar.gz")
-    out = bundle(folder, a.profile,
-                 a.out or ROOT / "_build" / "bundles" / name)
+    try:
+        out = bundle(folder, a.profile,
+                     a.out or ROOT / "_build" / "bundles" / name)
+    except disk.DiskError as e:
+        raise SystemExit(f"bundle refused: {e}") from None
     print(f"bundle: {out} ({out.stat().st_size / 1e6:.1f} MB); build the "
           f"book with: make book PROFILE={a.profile} LABS_FROM={out}")
     return 0

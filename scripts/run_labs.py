@@ -29,6 +29,13 @@ after a run, ``run.json`` holds the estimate beside the actual minutes.
 Executed notebooks and ``run.json`` carry the run's provenance
 (``labkit.provenance``); ``results_dir`` is passed relative to the
 project, so no absolute path of this checkout reaches the book.
+
+One runner per checkout and profile at a time (``labkit.runlock``: a lock
+in ``<out>/<profile>/`` naming its holder's pid and command): a second
+runner refuses in one line, exit status 2, or waits with ``--wait``. A
+full or read-only results folder is said in one line (``labkit.disk``)
+before any lab starts; a lab that fails on one, or in any other way, is
+listed as FAILED and the runner goes on to the next lab and its summary.
 """
 from __future__ import annotations
 
@@ -45,7 +52,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from labkit import labruns, preflight, provenance  # noqa: E402
+from labkit import disk, labruns, preflight, provenance  # noqa: E402
+from labkit import labfaults, resultsfile, runlock  # noqa: E402
 from labkit.launch import (checkout_pythonpath,  # noqa: E402
                            cuda_device_count)
 from labkit.predict import labtime  # noqa: E402
@@ -146,51 +154,65 @@ def run_lab(name: str, nb: Path, profile: str, params: dict,
             checks: dict | None = None) -> tuple[str, float, str]:
     import papermill as pm
     labs = nb.parent
-    out_dir = labruns.start(out / profile, name)
-    if not has_cuda():
-        src = out_dir / ("input-" + nb.name)
-        skip_gpu_cells(nb, src)
-        nb_in = src
-    else:
-        nb_in = nb
-    parameters = {**params, "profile": profile,
-                  "results_dir": os.path.relpath(out_dir, labs)}  # cwd: labs/
-    (out_dir / "parameters.json").write_text(json.dumps(parameters, indent=1))
+    disk.check_writable(out / profile)   # "disk full at ..." before it runs
+    with disk.said(out / profile):
+        out_dir = labruns.start(out / profile, name)
+    try:
+        if not has_cuda():
+            src = out_dir / ("input-" + nb.name)
+            skip_gpu_cells(nb, src)
+            nb_in = src
+        else:
+            nb_in = nb
+        parameters = {**params, "profile": profile,
+                      "results_dir": os.path.relpath(out_dir, labs)}
+        (out_dir / "parameters.json").write_text(json.dumps(parameters,
+                                                            indent=1))
+    except OSError as e:   # a full disk before the lab began: not current
+        labruns.finish(out_dir, "failed")
+        raise disk.as_disk_error(e, out_dir) from None
     t0 = time.perf_counter()
     status, detail = "ok", ""
     try:
         pm.execute_notebook(str(nb_in), str(out_dir / nb.name),
                             parameters=parameters, cwd=str(labs),
                             kernel_name="python3", progress_bar=False,
-                            request_save_on_cell_execute=True)
-        if not (out_dir / "results.json").exists():
-            status, detail = "FAILED", "the lab wrote no results.json"
+                            request_save_on_cell_execute=True,
+                            kernel_manager_class=labfaults.quiet_kernel(
+                                out_dir / "kernel-stderr.log"))
+        resultsfile.read(out_dir / "results.json")   # its schema
     except KeyboardInterrupt:   # Ctrl-C, SIGTERM, SIGHUP (see main)
         _write_run_json(out_dir, nb.name, name, profile, "interrupted",
                         time.perf_counter() - t0, "stopped by a signal",
                         estimate, checks)
         kept, _ = labruns.finish(out_dir, "interrupted")
         raise KeyboardInterrupt(f"{name}: interrupted, kept in {kept.name}")
+    except resultsfile.ResultsError as e:
+        status, detail = "FAILED", f"the lab's {e}"
     except Exception as e:  # papermill's PapermillExecutionError and friends
         status = "FAILED"
-        detail = str(e).strip().splitlines()[-1] if str(e).strip() else repr(e)
+        detail = labfaults.disk_fault(e, out_dir) or labfaults.first_line(e)
     seconds = time.perf_counter() - t0
     budget = BUDGET_S.get(profile)
     if status == "ok" and budget and seconds > budget:
         detail = f"over the {budget:.0f} s budget"
     if nb_in != nb:
-        nb_in.unlink()
-    _write_run_json(out_dir, nb.name, name, profile, status, seconds, detail,
-                    estimate, checks)
+        nb_in.unlink(missing_ok=True)
+    try:
+        if status == "ok":   # the notebook names the folder it will be in
+            for f in (out_dir / nb.name, out_dir / "parameters.json"):
+                if f.exists():
+                    f.write_text(f.read_text().replace(
+                        os.path.relpath(out_dir, labs),
+                        os.path.relpath(out_dir.with_name(name), labs)))
+        _write_run_json(out_dir, nb.name, name, profile, status, seconds,
+                        detail, estimate, checks)
+    except Exception as e:  # a full disk: the run is not complete
+        status, detail = "FAILED", (labfaults.disk_fault(e, out_dir)
+                                    or f"run.json: {labfaults.first_line(e)}")
     final, previous = labruns.finish(out_dir,
                                      "ok" if status == "ok" else "failed")
-    if status == "ok":   # the notebook names the folder it ran in
-        for f in (final / nb.name, final / "parameters.json"):
-            if f.exists():
-                f.write_text(f.read_text().replace(
-                    os.path.relpath(out_dir, labs),
-                    os.path.relpath(final, labs)))
-    else:
+    if status != "ok":
         detail = (detail + "; " if detail else "") + (
             f"kept in {final.name}, not current")
     if previous:
@@ -208,9 +230,11 @@ def _write_run_json(out_dir: Path, notebook: str, name: str, profile: str,
     if executed.exists():
         provenance.stamp_notebook(executed, prov)
     minutes = seconds / 60
+    sums = resultsfile.checksums(out_dir, ("results.json", notebook,
+                                           "parameters.json"))
     tmp = out_dir / "run.json.tmp"
     tmp.write_text(json.dumps(
-        {"lab": name, "profile": profile, "status": status,
+        {"lab": name, "profile": profile, "status": status, "sha256": sums,
          "seconds": round(seconds, 2), "detail": detail,
          "finished": dt.datetime.now().isoformat(timespec="seconds"),
          "minutes": {"predicted": estimate, "measured": round(minutes, 3),
@@ -238,6 +262,9 @@ def main(argv=None) -> int:
     ap.add_argument("--labs", type=Path, default=LABS,
                     help="folder of lab notebooks (default labs/)")
     ap.add_argument("--skip-preflight", action="store_true")
+    ap.add_argument("--wait", action="store_true",
+                    help="wait for another runner of this profile to end "
+                    "(default: refuse)")
     a = ap.parse_args(argv)
     if a.price_per_hour is not None and not a.price_per_hour >= 0:
         ap.error(f"--price-per-hour must be >= 0, got {a.price_per_hour:g}")
@@ -256,6 +283,20 @@ def main(argv=None) -> int:
     est = plan(a.profile, profile, chosen, a.price_per_hour)
     if a.plan:
         return 0
+    where = a.out / a.profile
+    try:
+        disk.check_writable(where)
+        with runlock.hold(where, wait=a.wait, say=lambda line: print(
+                line, file=sys.stderr, flush=True)):
+            return _locked(a, profile, chosen, labs, est)
+    except (runlock.RunnerBusy, ValueError, OSError) as e:
+        said = disk.describe(e) if isinstance(e, OSError) else None
+        print(f"run_labs: {said or e}", file=sys.stderr)
+        return 2
+
+
+def _locked(a, profile, chosen, labs, est) -> int:
+    """The run itself, under the runner's lock."""
     checks = None
     if not a.skip_preflight:
         found = preflight.run(a.profile)
@@ -275,7 +316,8 @@ def main(argv=None) -> int:
     try:
         _run_all(a, chosen, profile, labs, est, checks, visible, rows)
     except KeyboardInterrupt as e:
-        print(f"\nstopped: {e}; every lab's last complete run is kept as "
+        print(f"\nstopped: {e or 'interrupted'}; every lab's last "
+              "complete run is kept as "
               f"<lab>/ in {a.out / a.profile}", file=sys.stderr)
         return 130
     finally:
@@ -299,9 +341,14 @@ def _run_all(a, chosen, profile, labs, est, checks, visible, rows) -> None:
             detail = (f"needs >= {need} GPUs, {visible} visible: run it "
                       "with --profile cpu here, or on a bigger machine")
         else:
-            status, seconds, detail = run_lab(
-                name, labs[name], a.profile, profile.get(name) or {}, a.out,
-                round(est[name].minutes, 3), checks)
+            try:
+                status, seconds, detail = run_lab(
+                    name, labs[name], a.profile, profile.get(name) or {},
+                    a.out, round(est[name].minutes, 3), checks)
+            except (OSError, ValueError, RuntimeError) as e:  # the next lab
+                status, seconds = "FAILED", 0.0
+                detail = (disk.describe(e) if isinstance(e, OSError) else
+                          None) or " ".join(str(e).split())[:300]
         print(f"[{i}/{len(chosen)}] {name}: {status} in {seconds:.1f} s"
               + (f" -- {detail}" if detail else ""), flush=True)
         rows.append((name, status, seconds, detail))

@@ -61,7 +61,10 @@ def _fake_results(folder: Path, lab: str, status: str = "ok") -> Path:
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_markdown_cell(f"# {lab}")]
     nbformat.write(nb, folder / f"99_{lab}.ipynb")
-    (folder / "results.json").write_text("[]")
+    (folder / "results.json").write_text(json.dumps([{   # the schema
+        "quantity": "fake", "strategy": "test data", "world_size": 1,
+        "predicted": 1.0, "measured": 1.0, "ratio": 1.0, "unit": "s",
+        "device": "test data", "profile": "cpu"}]))
     (folder / "run.json").write_text(json.dumps(
         {"lab": lab, "status": status, "finished": "2026-01-01T00:00:00",
          "provenance": None}))

@@ -48,7 +48,7 @@ def test_the_notebook_defaults_pass(lab, request):
 @pytest.mark.parametrize("lab", sorted(LABS))
 def test_every_lab_has_a_check_and_calls_it(lab):
     assert callable(getattr(checks, lab, None)), \
-        f"labs/{LABS[lab].name}: no function {lab} in labkit/checks.py"
+        f"labs/{LABS[lab].name}: no function {lab} in labkit.checks"
     nb = json.loads(LABS[lab].read_text())
     calls = [c for c in nb["cells"] if c["cell_type"] == "code"
              and f'check("{lab}", globals())' in "".join(c["source"])]
@@ -60,12 +60,12 @@ BAD = [
     ("memory", {"profile": "tpu64"}, "unknown profile 'tpu64'"),
     ("memory", {"world_sizes": [3]}, "does not divide by world size 3"),
     ("memory", {"strategies": ["zero9"]}, "zero9"),
-    ("memory", {"steps": 0}, "steps must be >= 1"),
+    ("memory", {"steps": 0}, "steps=0: must be an integer"),
     ("collectives", {"world_sizes": [1]}, "world sizes must be integers"),
-    ("collectives", {"factor": 1}, "factor must be >= 2"),
+    ("collectives", {"factor": 1}, "factor=1: must be an integer"),
     ("collectives", {"link": "smoke"}, "unknown link 'smoke'"),
     ("sharding", {"steps": 2}, "steps must be >= 3"),
-    ("sharding", {"bucket_caps_mb": [0]}, "bucket caps must be > 0 MiB"),
+    ("sharding", {"bucket_caps_mb": [0]}, "bucket_caps_mb.0.=0: must be a finite number > 0"),
     ("sharding", {"global_batch": 7}, "does not divide by world size"),
     ("zero", {"variants": ["zero9"]}, "unknown DeepSpeed variant 'zero9'"),
     ("zero", {"variants": ["zero3_nvme"]}, "its own GPU cell"),
@@ -77,10 +77,10 @@ BAD = [
     ("pipeline_parallel", {"schedules": ["zb"]}, "schedules must be among"),
     ("profiling", {"sweep_workers": [1, 2]}, "needs num_workers = 0"),
     ("profiling", {"active": 1}, "active >= 2"),
-    ("profiling", {"delay_ms": 0}, "delay_ms must be > 0"),
+    ("profiling", {"delay_ms": 0}, "delay_ms=0: must be a finite number > 0"),
     ("checkpoint", {"kill_rank": 9}, "kill_rank must be a rank of 4"),
     ("checkpoint", {"kill_step": 1}, "kill_step must come after"),
-    ("checkpoint", {"hang_timeout_s": 0}, "hang_timeout_s must be positive"),
+    ("checkpoint", {"hang_timeout_s": 0}, "hang_timeout_s=0: must be a finite number > 0"),
     ("colossalai", {"plugins": ["nope"]}, "unknown plugin 'nope'"),
     ("colossalai", {"compare": ["gemini"]}, "GeminiPlugin needs CUDA"),
     ("colossalai", {"plugins": ["gemini"]}, "GeminiPlugin goes in"),
@@ -93,9 +93,9 @@ BAD = [
      "world_sizes must be integers >= 2"),
     ("context_parallel", {"seq": 60}, "seq 60 must divide by 2 x 4"),
     ("context_parallel", {"heads": 6}, "heads 6 must divide by 4"),
-    ("context_parallel", {"batch": 0}, "batch and head_dim must be positive"),
+    ("context_parallel", {"batch": 0}, "batch=0: must be an integer"),
     ("fit", {"global_batch": 15}, "global batch 15 does not divide by 2"),
-    ("fit", {"budget_bytes": 0}, "budget_bytes must be positive"),
+    ("fit", {"budget_bytes": 0}, "budget_bytes=0: must be a finite number > 0"),
     ("fit", {"steps": 1}, "steps must be >= 2"),
 ]
 
@@ -115,3 +115,77 @@ def test_an_unknown_lab_or_a_missing_parameter_is_named():
     del params["factor"]
     with pytest.raises(ValueError, match="parameters missing: factor"):
         check("collectives", params)
+
+
+# one bad value at a time, for every lab and every parameter it has: each
+# is refused with one ValueError naming the parameter (never a TypeError,
+# never accepted); 100000 ranks are more than any test machine's 8 x cores
+WRONG = {
+    "timeout_s": [0, -1, float("nan"), float("inf"), "abc", None, 1e9],
+    "hang_timeout_s": [0, -1, float("nan"), float("inf")],
+    "steps": [0, -1, 2.5, float("inf"), float("nan"), 10 ** 12, "abc",
+              True, None],
+    "global_batch": [0, -8, 2.5, 10 ** 12, "abc", float("nan")],
+    "world_size": [0, -1, 2.5, 512 * 10 ** 6, 100000, "abc"],
+    "world_sizes": [[100000], [2.5], "abc", [], [-1]],
+    "tp_sizes": [[100000], [0]], "stages": [[100000], [2.0]],
+    "batch": [0, -1, 1.5], "micro_batch": [0, 1e12],
+    "model": [{"layers": -1}, {"hidden": 2.5}, "abc", None,
+              {"layers": 10 ** 12}],
+    "delay_ms": [float("nan"), -1, float("inf")],
+    "budget_bytes": [float("nan"), float("inf"), -1],
+    "bucket_caps_mb": [[float("nan")], [float("inf")], []],
+    "bf16": ["maybe", 2],
+}
+CASES = [(lab, name, v) for lab in sorted(LABS) for name, vs in WRONG.items()
+         if name in defaults(lab) for v in vs]
+
+
+@pytest.mark.parametrize("lab,name,value", CASES,
+                         ids=[f"{c[0]}-{c[1]}-{c[2]!r}"[:60] for c in CASES])
+def test_every_bad_value_is_refused_in_one_line(lab, name, value):
+    _colossalai_env(lab)
+    with pytest.raises(ValueError) as e:
+        check(lab, {**defaults(lab), name: value})
+    line = str(e.value)
+    assert "\n" not in line and (name in line or "lab " in line), line
+
+
+@pytest.mark.parametrize("lab", ["memory", "checkpoint", "fit"])
+def test_a_direct_call_is_checked_too(lab):
+    params = defaults(lab)
+    fn = getattr(checks, lab)
+    import inspect
+    args = {n: params[n] for n in inspect.signature(fn).parameters
+            if n in params}
+    with pytest.raises(ValueError, match="global_batch=0: must be"):
+        fn(**{**args, "global_batch": 0})
+
+
+def test_papermill_strings_are_parsed_into_the_namespace_or_refused():
+    ns = {**defaults("memory"), "steps": "3", "timeout_s": "300",
+          "bf16": "False", "world_sizes": "[2, 4]"}
+    check("memory", ns)
+    assert (ns["steps"], ns["timeout_s"], ns["bf16"], ns["world_sizes"]) \
+        == (3, 300, False, [2, 4])
+    with pytest.raises(ValueError, match="steps='abc': must be an integer"):
+        check("memory", {**defaults("memory"), "steps": "abc"})
+
+
+def test_the_rank_bound_follows_the_cores_and_its_override(monkeypatch):
+    import os
+    from labkit.checks import max_ranks
+    monkeypatch.delenv("LABKIT_MAX_RANKS", raising=False)
+    assert max_ranks() == 8 * os.cpu_count()
+    monkeypatch.setenv("LABKIT_MAX_RANKS", "100000")
+    assert max_ranks() == 100000
+    monkeypatch.setenv("LABKIT_MAX_RANKS", "many")
+    with pytest.raises(ValueError, match="LABKIT_MAX_RANKS='many'"):
+        max_ranks()
+
+
+def test_only_a_labs_check_can_be_named():
+    for name in ("parse", "require", "max_ranks", "_profile"):
+        with pytest.raises(ValueError, match="no parameter check for lab"):
+            check(name, {})
+    assert set(checks.LABS) == set(LABS)

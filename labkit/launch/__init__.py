@@ -45,6 +45,7 @@ says), :mod:`~labkit.launch.cli` (the command line).
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -52,6 +53,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from labkit.launch import heartbeat
+from labkit.launch.causes import oom_kills, signal_name
 from labkit.launch.reaper import _kill_group, _kill_orphans, start, stop
 from labkit.launch.rendezvous import (check_nodes, free_port,
                                       rendezvous_failure, torchrun_flags,
@@ -93,8 +96,10 @@ def launch(module: str, nproc: int, args: list | tuple | dict = (), *,
     started = time.monotonic()    # the timeout counts from the call
     endpoint = check_nodes(nnodes, node_rank, rdzv_endpoint)
     backend = pick_backend(nproc, backend, require_gpu)
-    if timeout is None or timeout <= 0:
-        raise ValueError("every launch needs a positive timeout in seconds")
+    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) \
+            or not math.isfinite(timeout) or timeout <= 0:
+        raise ValueError(f"every launch needs a finite positive timeout in "
+                         f"seconds, got {timeout!r}")
     if not isinstance(max_restarts, int) or max_restarts < 0:
         raise ValueError(f"max_restarts must be an integer >= 0, got "
                          f"{max_restarts!r}")
@@ -134,21 +139,34 @@ def launch(module: str, nproc: int, args: list | tuple | dict = (), *,
         f" (node {node_rank} of {nnodes}, rendezvous "
         f"{endpoint[0]}:{endpoint[1]})" if endpoint else "")
 
+    oom_before = oom_kills()
     with open(run_dir / "torchrun.log", "wb") as log:
         proc = start(cmd, log, child_env)
         try:
-            rc = proc.wait(timeout=max(1.0, timeout - (time.monotonic()
-                                                       - started)))
+            rc = _wait(proc, run_dir, max(1.0, timeout - (time.monotonic()
+                                                          - started)))
         except subprocess.TimeoutExpired:
             stop(proc)
             raise LaunchError(_timed_out(run_dir, nproc, endpoint, what,
                                          timeout)) from None
+        except _Stuck as s:
+            stop(proc)
+            rank, age, state, pid = s.args
+            raise LaunchError(failure_report(
+                run_dir, nproc, f"{what}: rank {rank} stuck: no heartbeat "
+                f"for {age:.0f} s, {state} (pid {pid}); all its processes "
+                "were killed", explain=False)) from None
         except BaseException:  # KeyboardInterrupt in a notebook, for one
             stop(proc)
             raise
         finally:
             stop(proc)  # stragglers, if any
             _kill_orphans(run_dir)
+    if rc < 0:   # the guard itself was killed: torchrun died with it
+        raise LaunchError(failure_report(
+            run_dir, nproc, f"{what} failed: its guard (pid {proc.pid}) was "
+            f"killed by {signal_name(-rc)}; torchrun and every rank were "
+            "ended with it", oom_before))
     if rc != 0:
         rdzv = rendezvous_failure(run_dir / "torchrun.log", endpoint)
         if rdzv and not _ranks_ran(run_dir):  # one line: nothing else to see
@@ -156,8 +174,29 @@ def launch(module: str, nproc: int, args: list | tuple | dict = (), *,
         # the ranks ran (a node died mid-run, say): their logs say why
         raise LaunchError(failure_report(
             run_dir, nproc, f"{what} failed (torchrun exit status {rc})"
-            + (f"; {rdzv}" if rdzv else "")))
+            + (f"; {rdzv}" if rdzv else ""), oom_before))
     return _collect(run_dir, nproc, nnodes)
+
+
+class _Stuck(Exception):
+    """A rank stopped beating (labkit.launch.heartbeat)."""
+
+
+def _wait(proc, run_dir: Path, timeout: float) -> int:
+    """``proc.wait(timeout)``, watching the ranks' heartbeats each second
+    (``_Stuck`` for a rank that stopped beating)."""
+    deadline = time.monotonic() + timeout
+    limit = heartbeat.stall_s()
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            return proc.wait(timeout=max(0.01, min(1.0, left)))
+        except subprocess.TimeoutExpired:
+            if left <= 1.0:
+                raise
+        found = heartbeat.stuck(run_dir, limit) if limit < timeout else None
+        if found:
+            raise _Stuck(*found)
 
 
 def _timed_out(run_dir: Path, nproc: int, endpoint, what: str,

@@ -6,7 +6,8 @@ Sets ``PR_SET_PDEATHSIG`` (SIGKILL) and then runs ``MODULE`` as
 ``__main__``, exactly as ``python -m MODULE ARGS`` would. torchrun starts
 each rank in a session of its own, so when torchrun is SIGKILLed its
 ranks would run on; with this, Linux kills them (the guard,
-:mod:`labkit.launch.guard`, sweeps up anything that still remains).
+:mod:`labkit.launch.guard`, sweeps up anything that still remains). It
+also starts the rank's heartbeat (:mod:`labkit.launch.heartbeat`).
 """
 import os
 import runpy
@@ -22,5 +23,7 @@ if __name__ == "__main__":
         sys.exit(128 + signal.SIGKILL)
     if len(sys.argv) < 2:
         sys.exit("usage: python -m labkit.launch.rank MODULE [ARGS...]")
+    from labkit.launch import heartbeat
+    heartbeat.start()    # the launch names a rank that stops beating
     module = sys.argv.pop(1)
     runpy.run_module(module, run_name="__main__", alter_sys=True)

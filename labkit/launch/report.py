@@ -41,8 +41,11 @@ def rank_logs(run_dir: Path) -> dict[int, list[Path]]:
     return logs
 
 
-def failure_report(run_dir: Path, nproc: int, headline: str) -> str:
+def failure_report(run_dir: Path, nproc: int, headline: str,
+                   oom_before: int | None = None,
+                   explain: bool = True) -> str:
     """Say which ranks failed and show the end of each failing rank's log."""
+    from labkit.launch.causes import cause
     errors = {}
     for f in (run_dir / "logs").glob("**/attempt_*/*/error.json"):
         try:
@@ -55,7 +58,9 @@ def failure_report(run_dir: Path, nproc: int, headline: str) -> str:
     root = _root_cause_rank(run_dir / "torchrun.log")
     if root is not None:  # the rank that failed first, then the rest
         bad = [root] + [r for r in bad if r != root]
-    parts = [headline, f"run folder: {run_dir}"]
+    why = cause(run_dir, logs, oom_before, bad) if explain else None
+    parts = [headline + (f": {why}" if why else ""),
+             f"run folder: {run_dir}"]
     for r in bad[:2]:
         for f in logs.get(r, []):
             if not f.stat().st_size:

@@ -57,6 +57,10 @@ def checkout_pythonpath(env=None) -> str:
 
 def check_run_dir(run_dir: Path) -> None:
     """Refuse a non-empty folder that no earlier launch made."""
+    if run_dir.is_symlink():   # emptying it would empty its target
+        raise ValueError(f"run_dir {run_dir} is a symbolic link: pass the "
+                         "folder itself (or none: a fresh one under "
+                         "_build/runs)")
     if run_dir.exists() and not run_dir.is_dir():
         raise ValueError(f"run_dir {run_dir} is a file, not a folder")
     if run_dir.is_dir() and any(run_dir.iterdir()) \

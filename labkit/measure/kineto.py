@@ -41,19 +41,16 @@ each named beside the HTA function it mirrors; the breakdown itself is in
 from __future__ import annotations
 
 import bisect
-import contextlib
-import gc
-import gzip
-import json
 import math
 import re
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from labkit.measure.hta_breakdown import (
     COMMUNICATION, COMPUTATION, kernel_type)
 from labkit.measure.intervals import subtract, union
+from labkit.measure.trace_stream import (  # noqa: F401 (re-exported)
+    _gc_paused, load, open_trace, trace_files)
 
 PHASES = ("data", "forward", "backward", "optimizer")
 SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize",
@@ -64,64 +61,6 @@ RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)")
 COMM_PREFIXES = ("c10d::", "gloo:", "nccl:", "record_param_comms")
 # our kinds of device time for HTA's kernel types
 KIND_OF_TYPE = {COMPUTATION: "compute", COMMUNICATION: "communication"}
-
-
-@contextlib.contextmanager
-def _gc_paused():
-    """Pause the cyclic garbage collector while a trace is parsed.
-
-    A 34 MB trace is 109k small dicts; building them sets off the collector
-    again and again, each pass walking everything alive, and that took two
-    thirds of the reading time (0.9 s -> 0.34 s of CPU time here). JSON
-    holds no reference cycles, so nothing is left for it to collect.
-    """
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
-def load(path: str | Path) -> dict:
-    """Read a Chrome trace (``.json`` or ``.json.gz``) with one-line errors."""
-    p = Path(path)
-    if not p.exists():
-        raise ValueError(f"{p}: no such file")
-    raw = p.read_bytes()
-    if not raw:
-        raise ValueError(f"{p}: the file is empty")
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (EOFError, OSError, zlib.error) as e:
-            raise ValueError(f"{p}: truncated or damaged gzip file "
-                             f"({e})") from None
-    try:
-        with _gc_paused():
-            data = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{p}: not valid JSON, truncated? ({e})") from None
-    if isinstance(data, list):  # the bare-array form of the format
-        data = {"traceEvents": data}
-    if not isinstance(data, dict) or not isinstance(
-            data.get("traceEvents"), list):
-        raise ValueError(f"{p}: not a Chrome trace (no 'traceEvents' list)")
-    return data
-
-
-def trace_files(run_dir: str | Path) -> list[Path]:
-    p = Path(run_dir)
-    if not p.exists():
-        raise ValueError(f"{p}: no such file or folder")
-    if p.is_file():
-        return [p]
-    files = sorted(f for f in p.iterdir() if f.is_file()
-                   and f.name.endswith((".json", ".json.gz")))
-    if not files:
-        raise ValueError(f"{p}: no trace files (*.json, *.json.gz) in it")
-    return files
 
 
 @dataclass
@@ -157,18 +96,46 @@ def _stream(v) -> int:
 def read(path: str | Path, data: dict | None = None) -> Trace:
     """Parse one rank's trace (see the module doc).
 
-    One pass over the events, touching only the fields it needs: a 34 MB
-    trace spends most of its time in ``json.loads``, not here.
+    Without ``data`` the file is streamed (:mod:`labkit.measure.
+    trace_stream`): each event is decoded, cut down to the fields the
+    breakdown needs and dropped, so memory holds those fields, not the
+    whole JSON (a 500 MB trace: under 1 GB, against 3.3 GB for
+    ``json.loads``).
     """
-    data = load(path) if data is None else data
+    if data is None:
+        meta, events = open_trace(path)
+    else:
+        meta, events = data, data["traceEvents"]
     with _gc_paused():
-        return _read(path, data)
+        return _read(path, _compact(events), meta)
 
 
-def _read(path, data: dict) -> Trace:
-    events = data["traceEvents"]
-    rnd = any(type(e.get("ts")) is not int for e in events
-              if isinstance(e, dict))     # round_down_time_stamps' test
+def _compact(events) -> tuple[list[tuple], bool]:
+    """The fields the breakdown reads, one tuple per event that has them,
+    and whether any time stamp is not an integer (round_down_time_stamps'
+    test); names are interned (a trace repeats a few hundred names)."""
+    kept, rnd, names = [], False, {}
+    for e in events:
+        if not isinstance(e, dict):
+            continue
+        ts = e.get("ts")
+        if type(ts) is not int:
+            rnd = True
+        cat, dur, name = e.get("cat"), e.get("dur"), e.get("name")
+        if cat is None or dur is None or ts is None or cat == "Trace" \
+                or not isinstance(name, str):
+            continue
+        args = e.get("args")
+        args = args if isinstance(args, dict) else {}
+        name = names.setdefault(name, name)
+        cat = names.setdefault(cat, cat) if isinstance(cat, str) else cat
+        kept.append((cat, name, ts, dur, args.get("stream", -1),
+                     args.get("correlation", -1), e.get("pid")))
+    return kept, rnd
+
+
+def _read(path, compact, data: dict) -> Trace:
+    events, rnd = compact
     ceil, floor = math.ceil, math.floor
     steps, phase_iv, data_iv, items, syncs = [], {}, [], [], []
     comm_calls = []
@@ -176,15 +143,9 @@ def _read(path, data: dict) -> Trace:
     step_names: set[str] = set()
     last_start = -math.inf
     loader = None
-    for e in events:
-        if not isinstance(e, dict):
-            continue
-        cat, dur, ts = e.get("cat"), e.get("dur"), e.get("ts")
-        if cat is None or dur is None or ts is None or cat == "Trace":
-            continue
-        name = e.get("name")
-        if not isinstance(name, str):
-            continue
+    events.reverse()      # popped from the end: read in order, each
+    while events:         # tuple freed as soon as it is read
+        cat, name, ts, dur, stream, corr, pid = events.pop()
         try:
             if rnd:
                 s, end = ceil(ts), floor(ts + dur)
@@ -192,9 +153,7 @@ def _read(path, data: dict) -> Trace:
                 s, end = ts, ts + dur
         except TypeError:
             continue
-        args = e.get("args") or {}
-        stream = _stream(args.get("stream", -1))
-        corr = args.get("correlation", -1)
+        stream = _stream(stream)
         if "ProfilerStep" in name:
             step_names.add(name)
         if (stream >= 0 and corr >= 0) or name in SYNC_KERNELS:
@@ -210,7 +169,7 @@ def _read(path, data: dict) -> Trace:
         if cat == "cpu_op":
             if name == "aten::item":
                 items.append(s)
-            cpu_ops.append((s, end, name, e.get("pid")))
+            cpu_ops.append((s, end, name, pid))
         elif cat in ("cuda_runtime", "cuda_driver"):
             if name in SYNC_CALLS:
                 syncs.append((s, end))
@@ -222,14 +181,14 @@ def _read(path, data: dict) -> Trace:
                 loader = ("multi-process" if "MultiProcessing" in name
                           else "single-process")
             elif name.startswith("gloo:"):    # gloo's own threads
-                cpu_ops.append((s, end, name, e.get("pid")))
+                cpu_ops.append((s, end, name, pid))
             elif name.startswith("nccl:"):    # the call, kernel or not
                 comm_calls.append(s)
         if "ProfilerStep" in name:
             last_start = max(last_start, s)
             m = STEP.match(name)
             if m and cat != "gpu_user_annotation":   # the CPU's range
-                steps.append((int(m.group(1)), s, end, e.get("pid")))
+                steps.append((int(m.group(1)), s, end, pid))
     if not steps:
         raise ValueError(
             f"{path}: no ProfilerStep#N events; profile with a schedule and "

@@ -1,0 +1,154 @@
+"""Labs 1, 3, 4, 9 and 12: data parallelism (DDP, FSDP, ZeRO, Colossal-AI,
+fitting a model) -- the world size must divide the batch and shard the
+model.
+
+Each function takes its lab's parameters by name and raises one
+``ValueError``; see :mod:`labkit.checks`.
+"""
+from __future__ import annotations
+
+from labkit.checks.common import _profile, _sizes
+from labkit.checks.rules import require
+
+
+def memory(profile, world_sizes, strategies, model, global_batch, steps,
+           fit_to_gpu=False):
+    """Lab 1. Returns ``(backend, config, model)``; ``fit_to_gpu`` trims the
+    model's layers to what the GPU's memory holds (ledger + activations)."""
+    from labkit.launch import pick_backend
+    from labkit.model import GPTConfig, check_shardable
+    from labkit.wrap import check_strategy
+
+    config = GPTConfig(**model)
+    if fit_to_gpu:   # read the GPU's memory now; ledger + activations fit
+        import torch
+        from labkit.device import name, total_memory
+        from labkit.predict.memory import layers_that_fit
+        require(torch.cuda.is_available(), "fit_to_gpu needs a CUDA GPU")
+        gpu = torch.device("cuda", 0)
+        fit = layers_that_fit(total_memory(gpu), config.layers,
+                              config.hidden, config.heads, config.vocab,
+                              config.seq, global_batch // min(world_sizes))
+        require(fit > 0, f"{name(gpu)} ({total_memory(gpu) / 1e9:.0f} GB): "
+                f"not one layer of hidden {config.hidden}, seq {config.seq},"
+                f" batch {global_batch} fits; lower hidden, seq or "
+                "global_batch")
+        if fit < config.layers:
+            print(f"{name(gpu)}: {config.layers} layers do not fit in "
+                  f"{total_memory(gpu) / 1e9:.0f} GB; training {fit}")
+            model = {**model, "layers": fit}
+            config = GPTConfig(**model)
+    on_gpu = _profile(profile)
+    require(steps >= 1, "steps must be >= 1")
+    backend = None
+    for n in world_sizes:
+        backend = pick_backend(n, require_gpu=on_gpu)
+        require(global_batch % n == 0,
+                f"global batch {global_batch} does not divide by world size "
+                f"{n}")
+        check_shardable(config, n)
+        for s in strategies:
+            check_strategy(s, n)
+    return backend, config, model
+
+
+def sharding(profile, world_size, shard_group, strategies, bucket_caps_mb,
+             model, global_batch, steps, time_steps, link):
+    """Lab 3. Returns ``(backend, config)``."""
+    from labkit.launch import pick_backend
+    from labkit.model import GPTConfig
+    from labkit.predict import collectives as C
+    from labkit.wrap import check_strategy
+
+    config = GPTConfig(**model)
+    on_gpu = _profile(profile)
+    require(steps >= 3, "steps must be >= 3: DDP's third step is its first "
+            "steady one")
+    require(time_steps >= 0, "time_steps must be >= 0")
+    require(len(strategies) > 0, "no strategy to run")
+    backend = pick_backend(world_size, require_gpu=on_gpu)
+    require(global_batch % world_size == 0,
+            f"global batch {global_batch} does not divide by world size "
+            f"{world_size}")
+    for s in strategies:
+        check_strategy(s, world_size, shard_group)
+    require(all(c > 0 for c in bucket_caps_mb),
+            "bucket caps must be > 0 MiB")
+    require(link in C.LINKS, f"unknown link {link!r}")
+    return backend, config
+
+
+def zero(profile, world_size, model, steps, global_batch, variants, fsdp,
+         reduce_bucket_size):
+    """Lab 4. Returns ``(backend, config)``."""
+    from labkit.launch import pick_backend
+    from labkit.model import GPTConfig
+    from labkit.wrap import check_strategy
+    from labkit.zero_config import VARIANTS, variant
+
+    config = GPTConfig(**model)
+    on_gpu = _profile(profile)
+    require(isinstance(world_size, int) and world_size >= 1,
+            f"world size must be an integer >= 1, got {world_size!r}")
+    backend = pick_backend(world_size, require_gpu=on_gpu)
+    require(steps >= 2, "steps must be >= 2 (the last one is measured)")
+    require(global_batch % world_size == 0,
+            f"global batch {global_batch} does not divide by world size "
+            f"{world_size}")
+    for v in variants:
+        require(v in VARIANTS, f"unknown DeepSpeed variant {v!r}; known: "
+                f"{', '.join(VARIANTS)}")
+        require(v != "zero3_nvme",
+                "zero3_nvme runs in its own GPU cell below")
+        variant(v, world_size=world_size)    # validates the combination
+    for s in fsdp:
+        check_strategy(s, world_size)
+    require(reduce_bucket_size >= 1, "reduce_bucket_size must be >= 1")
+    return backend, config
+
+
+def colossalai(profile, world_size, plugins, model, global_batch, steps,
+               compare):
+    """Lab 9. Returns ``(backend, config, python)``: the interpreter of
+    Colossal-AI's own environment."""
+    from labkit.launch import ROOT, pick_backend
+    from labkit.model import GPTConfig, check_shardable
+    from labkit.runs.colossalai_patches import NEEDS
+
+    config = GPTConfig(**model)
+    on_gpu = _profile(profile)
+    require(isinstance(world_size, int) and world_size >= 1,
+            f"world size must be an integer >= 1, got {world_size!r}")
+    backend = pick_backend(world_size, require_gpu=on_gpu)
+    for p in plugins + compare:
+        require(p in NEEDS,
+                f"unknown plugin {p!r}; known: {', '.join(NEEDS)}")
+    require("gemini" not in plugins, "GeminiPlugin goes in `compare`: its "
+            "bytes live in chunks that state_bytes does not count")
+    require(profile != "cpu" or not compare,
+            "GeminiPlugin needs CUDA: `compare` runs on the gpu8 profile "
+            "only")
+    require(steps >= 2, "steps must be >= 2 (Adam's states exist after one)")
+    require(global_batch % world_size == 0,
+            f"global batch {global_batch} does not divide by world size "
+            f"{world_size}")
+    check_shardable(config, world_size)     # exact shards: bytes = Psi / N
+    python = ROOT / ".venv-colossalai" / "bin" / "python"
+    require(python.exists(), f"no {python}: run `make colossalai` first")
+    return backend, config, python
+
+
+def fit(profile, world_size, model, global_batch, budget_bytes, steps):
+    """Lab 12. Returns ``(backend, config)``."""
+    from labkit.launch import pick_backend
+    from labkit.model import GPTConfig, check_shardable
+
+    on_gpu = _profile(profile)
+    config = GPTConfig(**model)
+    backend = pick_backend(world_size, require_gpu=on_gpu)
+    require(global_batch % world_size == 0,
+            f"global batch {global_batch} does not divide by {world_size}")
+    check_shardable(config, world_size)
+    require(budget_bytes > 0, "budget_bytes must be positive")
+    require(steps >= 2, "steps must be >= 2 (the first step warms up)")
+    return backend, config

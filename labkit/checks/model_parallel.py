@@ -1,0 +1,101 @@
+"""Labs 5, 6, 10 and 11: splitting the model (tensor, pipeline, 2-D mesh,
+context parallelism) -- the sizes must divide heads, layers and
+sequences.
+
+Each function takes its lab's parameters by name and raises one
+``ValueError``; see :mod:`labkit.checks`.
+"""
+from __future__ import annotations
+
+from labkit.checks.common import _profile, _sizes
+from labkit.checks.rules import require
+
+
+def tensor_parallel(profile, tp_sizes, hidden, heads, seq, micro_batch,
+                    dtype, timing_steps):
+    """Lab 5. Returns ``on_gpu``."""
+
+    on_gpu = _profile(profile)
+    _sizes(tp_sizes, "tensor-parallel sizes", on_gpu)
+    require(hidden % heads == 0,
+            f"hidden {hidden} must divide by heads {heads}")
+    require(all(heads % t == 0 for t in tp_sizes),
+            f"every tensor-parallel size must divide the {heads} heads")
+    require(dtype in ("fp32", "bf16"), f"unknown dtype {dtype!r}")
+    require(min(seq, micro_batch) >= 1 and timing_steps >= 0,
+            "seq and micro_batch >= 1, timing_steps >= 0")
+    return on_gpu
+
+
+def pipeline_parallel(profile, stages, sweep_stages, schedules, chunks,
+                      microbatches, check_microbatches, layers, hidden,
+                      heads, dtype, steps, repeats):
+    """Lab 6. Returns ``(on_gpu, world)``: the most ranks one run uses."""
+    from labkit.predict import pipeline_parallel as PP
+
+    on_gpu = _profile(profile)
+    world = _sizes(stages, "pipeline depths", on_gpu)
+    require(set(schedules) <= set(PP.SCHEDULES) and schedules,
+            f"schedules must be among {PP.SCHEDULES}, got {schedules}")
+    require(set(sweep_stages) <= set(stages),
+            "sweep_stages must be in stages")
+    require(chunks >= 2 or "interleaved" not in schedules,
+            "the interleaved schedule needs chunks >= 2")
+    for p in stages:
+        for s in schedules:
+            v = chunks if s == "interleaved" else 1
+            require(layers % (p * v) == 0,
+                    f"{layers} layers do not split into {p * v} stages "
+                    f"({s}, p={p})")
+        require(check_microbatches % p == 0,
+                f"check_microbatches ({check_microbatches}) must be a "
+                f"multiple of every depth ({p})")
+    for p in sweep_stages:
+        require(any(m >= p and m % p == 0 for m in microbatches),
+                f"no micro-batch count in {microbatches} fits depth {p}")
+    require(hidden % heads == 0,
+            f"hidden {hidden} must divide by heads {heads}")
+    require(dtype in ("fp32", "bf16"), f"unknown dtype {dtype!r}")
+    require(steps >= 1 and repeats >= 1, "steps and repeats must be >= 1")
+    return on_gpu, world
+
+
+def mesh(profile, world_size, layouts, model, global_batch):
+    """Lab 10. Returns ``(on_gpu, config, layouts)``: the parsed layouts
+    (``{"dp", "tp", "sp", "name"}`` each)."""
+    from labkit.launch import pick_backend
+    from labkit.model import GPTConfig
+    from labkit.runs.mesh import parse_layout
+
+    on_gpu = _profile(profile)
+    require(isinstance(world_size, int) and world_size >= 2,
+            f"world_size must be an integer >= 2, got {world_size!r}")
+    pick_backend(world_size, require_gpu=on_gpu)
+    config = GPTConfig(**model)             # checks the shape
+    lays = [parse_layout(s, world_size) for s in layouts]   # DxT = N
+    for lay in lays:
+        require(config.heads % lay["tp"] == 0
+                and config.hidden % lay["tp"] == 0,
+                f"{lay['name']}: heads and hidden must divide by tp")
+        require(global_batch % lay["dp"] == 0,
+                f"{lay['name']}: global_batch must divide by dp")
+        require(not lay["sp"] or config.seq % lay["tp"] == 0,
+                f"{lay['name']}: seq must divide by tp for sequence "
+                "parallelism")
+        sizes = [config.vocab, config.seq, config.hidden]
+        require(all(s % lay["dp"] == 0 for s in sizes),
+                f"{lay['name']}: vocab, seq and hidden must divide by dp "
+                "(exact FSDP shards)")
+    return on_gpu, config, lays
+
+
+def context_parallel(profile, world_sizes, batch, seq, heads, head_dim):
+    """Lab 11. Returns ``on_gpu``."""
+    on_gpu = _profile(profile)
+    _sizes(world_sizes, "world_sizes", on_gpu)
+    for p in world_sizes:
+        require(seq % (2 * p) == 0, f"seq {seq} must divide by 2 x {p}")
+        require(heads % p == 0, f"heads {heads} must divide by {p} (Ulysses)")
+    require(all(isinstance(x, int) and x >= 1 for x in (batch, head_dim)),
+            "batch and head_dim must be positive integers")
+    return on_gpu

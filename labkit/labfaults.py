@@ -1,0 +1,63 @@
+"""What the lab runner says when a lab fails, in one line.
+
+    detail = disk_fault(e, run_folder) or first_line(e)
+    pm.execute_notebook(..., kernel_manager_class=quiet_kernel(log))
+
+:func:`first_line` is the summary's note: an error's own first line (a
+``LaunchError``'s names the failing rank and its cause), never the end of
+a traceback or of torchrun's log. :func:`disk_fault` finds a full or
+read-only disk behind any error ("disk full at PATH"). :func:`quiet_kernel`
+sends a kernel's own stderr to the run folder, so a kernel stopped with
+its runner does not print its ZMQ traceback over the runner's last line.
+Used by ``scripts/run_labs.py``.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from labkit import disk
+
+
+def quiet_kernel(log: Path):
+    """A kernel manager whose kernel writes its own stderr to ``log`` (in
+    the run folder): the ZMQ traceback a kernel prints when the runner is
+    stopped mid-cell goes there, not over the runner's ``stopped:`` line.
+    Cell output is unaffected (it reaches the notebook over ZMQ)."""
+    from jupyter_client import AsyncKernelManager
+
+    class QuietKernel(AsyncKernelManager):
+        async def _async_launch_kernel(self, kernel_cmd, **kw):
+            with open(log, "ab") as f:
+                kw["stderr"] = f
+                return await super()._async_launch_kernel(kernel_cmd, **kw)
+    return QuietKernel
+
+
+def first_line(e: BaseException) -> str:
+    """What the summary says of a failed lab: the error's own first line
+    (a LaunchError's names the failing rank and its cause), not the end
+    of a traceback or of torchrun's log."""
+    name, value = getattr(e, "ename", None), getattr(e, "evalue", None)
+    if name and value is not None:     # papermill: the cell's exception
+        first = next((ln.strip() for ln in str(value).splitlines()
+                      if ln.strip()), "")
+        return f"{name}: {first}"[:300]
+    text = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    return (text[0] if text else repr(e))[:300]
+
+
+def disk_fault(e: BaseException, where: Path | None = None) -> str | None:
+    """"disk full at PATH" if a disk fault is behind ``e``, else None
+    (papermill or nbformat may wrap it, or only show its effect: a
+    notebook cut short is "not JSON"), so ``where`` is checked too."""
+    seen = 0
+    while e is not None and seen < 10:
+        if isinstance(e, OSError) and disk.describe(e):
+            return disk.describe(e)
+        e, seen = e.__cause__ or e.__context__, seen + 1
+    if where is not None:
+        try:
+            disk.check_writable(where, need_bytes=2 ** 20)
+        except ValueError as full:
+            return str(full)
+    return None
