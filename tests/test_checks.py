@@ -143,8 +143,8 @@ CASES = [(lab, name, v) for lab in sorted(LABS) for name, vs in WRONG.items()
 
 @pytest.mark.parametrize("lab,name,value", CASES,
                          ids=[f"{c[0]}-{c[1]}-{c[2]!r}"[:60] for c in CASES])
-def test_every_bad_value_is_refused_in_one_line(lab, name, value):
-    _colossalai_env(lab)
+def test_every_bad_value_is_refused_in_one_line(lab, name, value, request):
+    _colossalai_env(lab, request)
     with pytest.raises(ValueError) as e:
         check(lab, {**defaults(lab), name: value})
     line = str(e.value)

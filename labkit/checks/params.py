@@ -72,7 +72,7 @@ RULES = {
     "world_size": _world, "reshard_world_size": _world,
     "hang_world_size": _world, "world_sizes": _worlds,
     "tp_sizes": _worlds, "stages": _worlds, "sweep_stages": _worlds,
-    "shard_group": _world,
+    "shard_group": _world, "ep": _world,
     # counts of steps
     "steps": _int(1, STEPS), "time_steps": _int(0, STEPS),
     "timing_steps": _int(0, STEPS), "repeats": _int(1, STEPS),
@@ -86,6 +86,7 @@ RULES = {
     "pp_microbatches": _int(), "microbatches": _ints(),
     "layers": _int(), "hidden": _int(), "heads": _int(), "seq": _int(),
     "vocab": _int(), "head_dim": _int(), "factor": _int(2, BIG),
+    "experts": _int(), "top_k": _int(), "expert_ffn": _int(),
     "workers": _int(0, 256), "sweep_workers": _ints(0, 256),
     "sweep_prefetch": _ints(1, 256),
     "min_bytes": _int(1, BYTES), "max_bytes": _int(1, BYTES),
@@ -98,6 +99,8 @@ RULES = {
     "link_bytes_per_s": _positive,
     "loss_tolerance": lambda name, v: R.number(name, v, 0),
     "bucket_caps_mb": lambda name, v: R.numbers(name, v, 0),
+    "capacity_factors": lambda name, v: R.numbers(name, v, 0),
+    "aux": lambda name, v: R.number(name, v, 0),
     # switches and names
     "bf16": R.boolean, "reference": R.boolean, "fit_to_gpu": R.boolean,
     "deepspeed": R.boolean, "pin_memory": R.boolean,

@@ -1,19 +1,19 @@
-"""Lab 13's parameter check (``experts``), in the style of
-:mod:`labkit.checks`: one clear message for the first bad parameter,
-before any process starts. The lead wires it in beside the others::
+"""Lab 13 (``experts``): the experts must split over the expert-parallel
+ranks, top-k must not exceed them, a capacity factor must be positive.
 
-    from labkit.checks_experts import experts     # in labkit.checks
     on_gpu = check("experts", globals())          # in labs/13_experts
+
+Raises one ``ValueError``; see :mod:`labkit.checks`.
 """
 from __future__ import annotations
 
-from labkit.lab import require
+from labkit.checks.common import _profile, _sizes
+from labkit.checks.rules import require
 
 
 def experts(profile, world_size, ep, experts, top_k, capacity_factors,
             hidden, heads, expert_ffn, global_batch, steps, aux):
     """Lab 13. Returns ``on_gpu``."""
-    from labkit.checks import _profile, _sizes
     from labkit.predict import experts as X
 
     on_gpu = _profile(profile)
