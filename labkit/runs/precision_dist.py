@@ -35,7 +35,8 @@ def _data(a, args, ctx, step):
     shape = types.SimpleNamespace(vocab=a.vocab, seq=a.max_seq)
     x, y = batch(shape, args.micro_batch * ctx.world_size, step)
     n = args.micro_batch
-    return x[ctx.rank * n:(ctx.rank + 1) * n], y[ctx.rank * n:(ctx.rank + 1) * n]
+    mine = slice(ctx.rank * n, (ctx.rank + 1) * n)
+    return x[mine].to(ctx.device), y[mine].to(ctx.device)
 
 
 def _summary(counter):
@@ -71,14 +72,15 @@ def sharded_scaler(a, args, ctx):
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
     from labkit.model import sharding_units
-    model = build_arch(a, seed=0)
+    model = build_arch(a, seed=0).to(ctx.device)
     mp = MixedPrecisionPolicy(param_dtype=torch.float16,
                               reduce_dtype=torch.float32)
     for unit in sharding_units(model):
         fully_shard(unit, mp_policy=mp)
     fully_shard(model, mp_policy=mp)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    scaler = ShardedGradScaler(device="cpu", init_scale=args.init_scale,
+    scaler = ShardedGradScaler(device=ctx.device.type,
+                               init_scale=args.init_scale,
                                growth_interval=args.growth_interval)
     out = []
     for s in range(args.scaler_steps):
