@@ -3,8 +3,8 @@
     from labkit.checks_precision import precision
     on_gpu = precision(profile="cpu", world_size=4, ks=[1, 4, 16, 32],
                        formats=["bf16", "fp16", "fp32"], fp8="emulated",
-                       model={"preset": "llama-tiny", "hidden": 256,
-                              "ffn": 768}, micro_batch=4, block=128)
+                       preset="llama-tiny", hidden=256, ffn=768,
+                       micro_batch=4, block=128)
 
 One clear line for the first bad parameter, before any process starts:
 an unknown precision, FP8 asked where it cannot run (and what runs
@@ -35,8 +35,8 @@ def fp8_unavailable() -> str | None:
     return None
 
 
-def precision(profile, world_size, ks, formats, fp8, model, micro_batch,
-              block=128):
+def precision(profile, world_size, ks, formats, fp8, preset, hidden, ffn,
+              micro_batch, block=128):
     """Lab 14. Returns ``on_gpu``."""
     require(profile in PROFILES, f"unknown profile {profile!r}")
     on_gpu = profile != "cpu"
@@ -63,8 +63,7 @@ def precision(profile, world_size, ks, formats, fp8, model, micro_batch,
     pick_backend(world_size, require_gpu=on_gpu)
     require(isinstance(block, int) and block >= 1,
             f"block must be a positive integer, got {block!r}")
-    h, f = model["hidden"], model["ffn"]
-    for name, v in (("hidden", h), ("ffn", f)):
+    for name, v in (("hidden", hidden), ("ffn", ffn)):
         require(isinstance(v, int) and v > 0 and v % block == 0,
                 f"model {name} {v} must be a positive multiple of the FP8 "
                 f"block {block} (1x{block} tiles, {block}x{block} blocks)")
@@ -73,5 +72,5 @@ def precision(profile, world_size, ks, formats, fp8, model, micro_batch,
     require(isinstance(micro_batch, int) and micro_batch >= 1,
             f"micro_batch must be an integer >= 1, got {micro_batch!r}")
     from labkit import arch
-    arch.preset(model["preset"])   # an unknown name: one line, the names
+    arch.preset(preset)   # an unknown name: one line, with the names
     return on_gpu

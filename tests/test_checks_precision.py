@@ -6,8 +6,8 @@ import pytest
 from labkit.checks_precision import precision
 
 GOOD = dict(profile="cpu", world_size=4, ks=[1, 4], formats=["bf16"],
-            fp8="emulated", model={"preset": "llama-tiny", "hidden": 256,
-                                   "ffn": 768}, micro_batch=4, block=128)
+            fp8="emulated", preset="llama-tiny", hidden=256, ffn=768,
+            micro_batch=4, block=128)
 
 
 def test_good_parameters_pass():
@@ -20,8 +20,8 @@ def test_good_parameters_pass():
     ({"ks": [0, 4]}, "k must be >= 1"),
     ({"ks": [-2]}, "k must be >= 1"),
     ({"world_size": 3}, "world_size must be 2 or 4"),
-    ({"model": {"preset": "llama-tiny", "hidden": 200, "ffn": 768}},
-     "multiple of the FP8 block 128"),
+    ({"hidden": 200}, "multiple of the FP8 block 128"),
+    ({"preset": "gpt-huge"}, "gpt-huge"),
     ({"profile": "tpu"}, "unknown profile"),
 ])
 def test_bad_parameters_are_one_line(change, message):
