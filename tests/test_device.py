@@ -25,6 +25,8 @@ GPU_CELLS = {
     ("09_colossalai", 'cai = launch("labkit.runs.colossalai", world_size, {'),
     # DDP of a 7B model on 80 GB GPUs: the real CUDA out-of-memory error
     ("12_fit", "# CUDA only: DDP really tried, its OOM caught"),
+    # FP8 tensor cores (sm_89+): torch._scaled_mm; the CPU emulates it
+    ("14_precision", "# CUDA only: a real FP8 GEMM (torch._scaled_mm, sm_89+)"),
 }
 # (module, stripped line): CUDA-only switches left in labkit/runs
 CUDA_LINES = {
