@@ -13,7 +13,7 @@ scale per group, ``scale = max|x| / fp8_max`` over the group, ``x /
 scale`` cast to FP8, multiplied back by the scale to read it.
 
 - ``tensorwise``: one scale for the whole tensor (torchao's default
-  "tensorwise" recipe; Micikevicius et al. 2022, Sec. 4.3);
+  "tensorwise" recipe, the per-tensor scaling of Micikevicius et al. 2022);
 - ``rowwise``: one per row (torchao's "rowwise");
 - ``tile``: one per 1 x 128 tile of a row, DeepSeek-V3's activations;
 - ``block``: one per 128 x 128 block, DeepSeek-V3's weights (DeepSeek-AI

@@ -125,8 +125,9 @@ def recipe_bytes(recipe: str, gpus: int = 1) -> dict:
 def sum_error_bound(n: int, fmt: str) -> float:
     """Relative error bound of a recursive sum of ``n`` terms rounded to
     ``fmt`` after each addition: ``gamma_{n-1} = (n-1)u / (1 - (n-1)u)``
-    (Higham 2002, "Accuracy and Stability of Numerical Algorithms", Eq.
-    4.4), for terms of one sign; the typical error of independent
+    (Higham 2002, "Accuracy and Stability of Numerical Algorithms", Ch.
+    4), relative to the sum of the terms' magnitudes, so a bound of the
+    relative error for terms of one sign; the typical error of independent
     roundings grows like ``sqrt(n) u`` instead."""
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
