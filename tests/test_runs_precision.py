@@ -15,7 +15,8 @@ from labkit.predict import precision as P
 def ranks(tmp_path_factory):
     return launch("labkit.runs.precision", 2, {
         "hidden": 128, "ffn": 256, "micro_batch": 4, "ks": [1, 2, 8],
-        "scaler_steps": 3, "init_scale": 2.0 ** 22, "growth_interval": 1},
+        "scaler_steps": 3, "init_scale": 2.0 ** 22, "growth_interval": 1,
+        "parts": "local,dist,deepspeed"},
         timeout=240, run_dir=tmp_path_factory.mktemp("precision"))
 
 
@@ -36,6 +37,10 @@ def test_bytes_equal_the_ledger(ranks):
         assert fs["forward"]["all_gather"]["dtypes"] == ["bfloat16"]
         assert fs["backward"]["reduce_scatter"]["bytes"] == 4 * psi
         assert fs["backward"]["reduce_scatter"]["dtypes"] == ["float32"]
+        ds = P.recipe_bytes("deepspeed_bf16", 2)
+        for term in ("params", "grads", "optimizer"):   # 2 + 2 + 12
+            assert r["deepspeed_bf16"]["held"][term] == ds[term] * psi
+        assert r["deepspeed_bf16"]["param_dtype"] == "torch.bfloat16"
     ac = ranks[0]["autocast"]
     assert ac["weight_cast_bytes"] == 2 * PP.matmul_params(rec)
     assert ac["dtypes"] == ["bf16"]

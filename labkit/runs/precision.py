@@ -24,7 +24,9 @@ one real fp32 step of ``arch.preset("llama-tiny")`` widened to
 
 What needs the ranks (:mod:`labkit.runs.precision_dist`): FSDP2 with
 ``MixedPrecisionPolicy``, ``ShardedGradScaler``, all-reduce in bf16 vs
-fp32 over 2 and 4 ranks, and an FP8 all-gather of the FSDP shards.
+fp32 over 2 and 4 ranks, and an FP8 all-gather of the FSDP shards; with
+``--parts ...,deepspeed``, DeepSpeed ZeRO-3 in bf16 with fp32 master
+weights (:mod:`labkit.runs.precision_deepspeed`).
 """
 from __future__ import annotations
 
@@ -246,7 +248,13 @@ def main(argv=None):
     t1 = time.perf_counter()
     if "dist" in a.parts:
         out.update(D.dist_part(rec, a, ctx))
-    out["seconds"] = {"local": t1 - t0, "dist": time.perf_counter() - t1}
+    t2 = time.perf_counter()
+    if "deepspeed" in a.parts:
+        from labkit.runs.precision_deepspeed import deepspeed_bf16
+        out["deepspeed_bf16"] = deepspeed_bf16(
+            rec, a, ctx, lambda s: D._data(rec, a, ctx, s))
+    out["seconds"] = {"local": t1 - t0, "dist": t2 - t1,
+                      "deepspeed": time.perf_counter() - t2}
     dist.save(ctx, out)
     dist.close()
 
