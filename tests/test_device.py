@@ -27,6 +27,8 @@ GPU_CELLS = {
     ("12_fit", "# CUDA only: DDP really tried, its OOM caught"),
     # where the all-to-all runs: nvidia-smi's topology (NVLink in a node)
     ("13_experts", "# CUDA only: where the all-to-all runs (NVLink inside a node)"),
+    # FP8 tensor cores (sm_89+): torch._scaled_mm; the CPU emulates it
+    ("14_precision", "# CUDA only: a real FP8 GEMM (torch._scaled_mm, sm_89+)"),
 }
 # (module, stripped line): CUDA-only switches left in labkit/runs
 CUDA_LINES = {
@@ -41,6 +43,9 @@ CUDA_LINES = {
     # CPU: live tensor bytes (PeakBytes); GPU: the allocator and snapshot
     ("fit", "tracker = (PeakBytes(model, opt) if not ctx.is_cuda"),
     ("fit", "if not ctx.is_cuda:"),
+    # DDP's device_ids: the rank's GPU under nccl, none on the CPU
+    ("zero_redundancy",
+     "model = DDP(model, device_ids=[ctx.local_rank] if ctx.is_cuda else None)"),
 }
 CUDA = re.compile(r"is_cuda|torch\.cuda\.(?!matmul)|\.type == .cuda.")
 

@@ -87,6 +87,7 @@ RULES = {
     "layers": _int(), "hidden": _int(), "heads": _int(), "seq": _int(),
     "vocab": _int(), "head_dim": _int(), "factor": _int(2, BIG),
     "experts": _int(), "top_k": _int(), "expert_ffn": _int(),
+    "ffn": _int(), "block": _int(), "ks": _ints(),
     "workers": _int(0, 256), "sweep_workers": _ints(0, 256),
     "sweep_prefetch": _ints(1, 256),
     "min_bytes": _int(1, BYTES), "max_bytes": _int(1, BYTES),
@@ -106,7 +107,7 @@ RULES = {
     "deepspeed": R.boolean, "pin_memory": R.boolean,
     "strategies": R.strings, "variants": R.strings, "fsdp": R.strings,
     "plugins": R.strings, "compare": R.strings, "hybrid": R.strings,
-    "layouts": R.strings, "schedules": R.strings,
+    "layouts": R.strings, "schedules": R.strings, "formats": R.strings,
     "recompute_strategies": R.strings, "accumulation_runs": R.strings,
     "deepspeed_stages": _ints(0, 3, empty=True),
     "dtype": lambda name, v: v if isinstance(v, str) else R.refuse(

@@ -1,0 +1,146 @@
+"""``torch.compile`` per block under FSDP2, against eager, in one launch.
+
+    TORCHINDUCTOR_CACHE_DIR=.cache/inductor \
+    torchrun --nproc-per-node 2 -m labkit.runs.compile --steps 3 \
+        --backend inductor
+
+Each rank builds the same model twice from the seed (``arch.preset``,
+default ``llama-tiny``): once eager, once with every block compiled *in
+place* before ``fully_shard`` (``block.compile()``, as torchtitan's
+``apply_compile`` compiles each ``TransformerBlock`` before FSDP wraps it),
+and trains both for ``--steps`` steps of AdamW on the same batches. It
+saves:
+
+- ``explain``: ``torch._dynamo.explain`` of one block (graphs, graph
+  breaks, their reasons) and of the whole FSDP2 model's forward, where
+  FSDP's hooks are;
+- ``ops``: the aten operators one block's forward + backward runs eager
+  (a ``TorchDispatchMode`` count) and, with ``inductor``, the kernels
+  Inductor generated for the compiled blocks (``torch._inductor.metrics``);
+- ``losses``: eager and compiled, per step (equal within rounding);
+- ``collectives``: one step's c10d operations, eager and compiled
+  (:class:`labkit.measure.collectives.CollectiveCounter`);
+- ``seconds``: the first (compiling) step and the median of the others,
+  on whatever device ran it (a CPU figure on gloo).
+
+``--backend aot_eager`` traces and splits the graphs as ``inductor`` does
+but generates no code (the tests use it: seconds, not minutes, on CPU).
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections import Counter
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from labkit import arch, dist
+from labkit.measure.collectives import CollectiveCounter
+from labkit.model import batch, build_arch
+from labkit.wrap import wrap
+
+
+class _Ops(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops[str(func.overloadpacket.__name__)] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def block_ops(block, h) -> dict:
+    """Aten operators of one eager forward + backward of ``block``."""
+    h = h.detach().requires_grad_(True)
+    with _Ops() as mode:
+        block(h).sum().backward()
+    return {"total": sum(mode.ops.values()), "kinds": len(mode.ops)}
+
+
+def explain(fn, *inputs) -> dict:
+    ex = torch._dynamo.explain(fn)(*inputs)
+    return {"graphs": ex.graph_count, "graph_breaks": ex.graph_break_count,
+            "reasons": sorted({str(b.reason).splitlines()[0][:160]
+                               for b in ex.break_reasons})}
+
+
+def train(model, data, steps, ctx):
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    losses, seconds, comm = [], [], None
+    for s in range(steps):
+        x, y = data(s)
+        dist.sync(ctx)
+        t0 = time.perf_counter()
+        if s == steps - 1:
+            with CollectiveCounter() as c:
+                loss = model(x, y)
+                loss.backward()
+            comm = c.summary()
+        else:
+            loss = model(x, y)
+            loss.backward()
+        opt.step()
+        opt.zero_grad()
+        dist.sync(ctx)
+        seconds.append(time.perf_counter() - t0)
+        losses.append(loss.item())
+    return losses, seconds, comm
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--preset", default="llama-tiny")
+    ap.add_argument("--batch", type=int, default=4, help="per rank")
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--backend", default="inductor",
+                    choices=("inductor", "aot_eager"))
+    a = ap.parse_args(argv)
+    if a.steps < 2:
+        raise SystemExit("--steps must be >= 2 (the first step compiles)")
+    rec = arch.preset(a.preset)
+    ctx = dist.init()
+    import types
+    shape = types.SimpleNamespace(vocab=rec.vocab, seq=rec.max_seq)
+
+    def data(step):
+        x, y = batch(shape, a.batch * ctx.world_size, step)
+        mine = slice(ctx.rank * a.batch, (ctx.rank + 1) * a.batch)
+        return x[mine].to(ctx.device), y[mine].to(ctx.device)
+
+    out = {"config": vars(a)}
+    probe = build_arch(rec, seed=0).to(ctx.device)
+    h = probe.embed(data(0)[0]).detach()
+    out["ops"] = {"eager_block": block_ops(probe.blocks[0], h)}
+    out["explain"] = {"block": explain(probe.blocks[0], h)}
+    eager = wrap(build_arch(rec, seed=0), "fsdp2_full", ctx)
+    compiled = build_arch(rec, seed=0)
+    for block in compiled.blocks:          # compile, then shard (torchtitan)
+        block.compile(backend=a.backend)
+    compiled = wrap(compiled, "fsdp2_full", ctx)
+    torch._dynamo.reset()                  # explain's traces aside
+    from torch._inductor import metrics
+    metrics.reset()
+    res = {}
+    for name, model in (("eager", eager), ("compiled", compiled)):
+        losses, secs, comm = train(model, data, a.steps, ctx)
+        res[name] = {"losses": losses, "first_step_s": secs[0],
+                     "step_s": statistics.median(secs[1:]),
+                     "collectives": comm}
+    out.update(res)
+    out["ops"]["inductor_kernels"] = (metrics.generated_kernel_count
+                                      if a.backend == "inductor" else None)
+    out["ops"]["blocks"] = rec.layers
+    try:   # the whole sharded model traced: where FSDP2's hooks break it
+        out["explain"]["fsdp2_model"] = explain(eager, *data(0))
+    except Exception as e:  # noqa: BLE001 - the reason is the result
+        out["explain"]["fsdp2_model"] = {
+            "error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+    dist.save(ctx, out)
+    dist.close()
+
+
+if __name__ == "__main__":
+    main()

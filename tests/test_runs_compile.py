@@ -1,0 +1,34 @@
+"""labkit.runs.compile on 2 gloo ranks with the aot_eager backend (the
+graphs inductor would compile, no code generated: seconds on CPU): one
+graph per block and no break inside it, FSDP2's hooks breaking the whole
+model's graph, losses equal to eager, the same collectives."""
+from __future__ import annotations
+
+import pytest
+
+from labkit.launch import launch
+
+
+@pytest.fixture(scope="module")
+def ranks(tmp_path_factory):
+    return launch("labkit.runs.compile", 2, {"backend": "aot_eager",
+                                             "steps": 3},
+                  timeout=300, run_dir=tmp_path_factory.mktemp("compile"))
+
+
+def test_one_graph_per_block_and_breaks_at_fsdp(ranks):
+    for r in ranks:
+        ex = r["explain"]
+        assert ex["block"] == {"graphs": 1, "graph_breaks": 0,
+                               "reasons": []}
+        whole = ex["fsdp2_model"]
+        assert "error" in whole or whole["graph_breaks"] >= 1
+
+
+def test_losses_equal_and_collectives_unchanged(ranks):
+    for r in ranks:
+        e, c = r["eager"], r["compiled"]
+        assert c["losses"] == pytest.approx(e["losses"], rel=1e-5)
+        assert c["collectives"] == e["collectives"]
+        assert e["collectives"]["all_gather"]["bytes"] > 0
+    assert ranks[0]["ops"]["eager_block"]["total"] > 0
