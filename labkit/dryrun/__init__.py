@@ -16,7 +16,8 @@ ledger and activation prediction and the GPU's memory: fits or not, with
 the margin.
 
 Files: ``fake.py`` (the fake world), ``account.py`` (the bytes),
-``step.py`` (one counted step), ``labs.py`` (one adapter per lab),
+``step.py`` (one counted step), ``cases.py`` (the registry),
+``labs.py``, ``fit_lab.py``, ``mesh_lab.py`` (one adapter per lab),
 ``cli.py`` (this command).
 
 Adding a lab (the 2-D mesh lab, the capstone): one function in

@@ -13,7 +13,9 @@ Per rank it records
   micro-batches (:class:`labkit.measure.collectives.CollectiveCounter`)
   under DDP with ``no_sync`` and FSDP2 FULL_SHARD with and without
   ``set_requires_gradient_sync(False)``, and the gradient bytes held
-  between micro-batches;
+  between micro-batches -- wrapped as the planner chose (``--recompute``,
+  ``--bf16``, at ``--micro-batch``: on gpu8 the fp32 model without
+  recompute would not fit, issue 28);
 - ``deepspeed``: the same for DeepSpeed ZeRO-1/2/3 with
   ``gradient_accumulation_steps`` (:func:`deepspeed_accumulation`);
 - ``train``: the chosen configuration trained for ``--steps`` steps: losses,
@@ -104,35 +106,63 @@ ACCUMULATION_RUNS = {"ddp": ("ddp", True), "fsdp2_full": ("fsdp2_full", False),
                      "fsdp2_full_no_sync": ("fsdp2_full", True)}
 
 
+def accumulation_setup(config, ctx, strategy, bf16=False,
+                       recompute_mode="none"):
+    """Model, optimizer and autocast of one accumulation run, wrapped as
+    the planner chose: its recompute, then ``wrap`` with its precision
+    (the run of ``train`` builds the same; the dry run calls this)."""
+    model = wrap(apply(build(config), recompute_mode), strategy, ctx,
+                 bf16=bf16)
+    return model, make_optimizer(model), autocast(ctx, strategy, bf16)
+
+
+def accumulate(model, amp, strategy, no_sync, k, data, forward=None):
+    """One step's ``k`` micro-batches (``data(i) -> (x, y)``), gradient
+    sync only on the last (DDP ``no_sync``; FSDP2
+    ``set_requires_gradient_sync``); returns the gradient bytes held
+    between micro-batches. ``forward(model, x, y)`` defaults to a call."""
+    forward = forward or (lambda m, x, y: m(x, y))
+    held = 0
+    for i in range(k):
+        last = i == k - 1
+        x, y = data(i)
+        if strategy == "ddp":
+            ctx_ = (model.no_sync() if no_sync and not last
+                    else contextlib.nullcontext())
+        else:
+            model.set_requires_gradient_sync(last or not no_sync)
+            ctx_ = contextlib.nullcontext()
+        with ctx_:
+            with amp:
+                loss = forward(model, x, y) / k
+            loss.backward()
+        if i == k - 2 or k == 1:
+            held = _grad_bytes(model)
+    return held
+
+
 def accumulation(config, ctx, micro_batch, k,
-                 runs=tuple(ACCUMULATION_RUNS)) -> list[dict]:
+                 runs=tuple(ACCUMULATION_RUNS), bf16=False,
+                 recompute_mode="none") -> list[dict]:
     rows = []
     for strategy, no_sync in (ACCUMULATION_RUNS[r] for r in runs):
-        model = wrap(build(config), strategy, ctx)
-        opt = make_optimizer(model)
+        model, opt, amp = accumulation_setup(config, ctx, strategy, bf16,
+                                             recompute_mode)
+        D.reset_peak(ctx.device)
         for step in range(3):   # DDP rebuilds its buckets in step 1
             counter = CollectiveCounter()
-            held = 0
             with counter if step == 2 else contextlib.nullcontext():
-                for i in range(k):
-                    last = i == k - 1
-                    x, y = _data(config, ctx, micro_batch, step * k + i)
-                    if strategy == "ddp":
-                        ctx_ = (model.no_sync() if no_sync and not last
-                                else contextlib.nullcontext())
-                    else:
-                        model.set_requires_gradient_sync(last or not no_sync)
-                        ctx_ = contextlib.nullcontext()
-                    with ctx_:
-                        (model(x, y) / k).backward()
-                    if i == k - 2 or k == 1:
-                        held = _grad_bytes(model)
+                held = accumulate(
+                    model, amp, strategy, no_sync, k,
+                    lambda i: _data(config, ctx, micro_batch, step * k + i))
                 opt.step()
                 opt.zero_grad(set_to_none=True)
         rows.append({"strategy": strategy, "no_sync": no_sync,
                      "micro_batches": k, "micro_batch": micro_batch,
+                     "bf16": bf16, "recompute": recompute_mode,
                      "summary": counter.summary(),
-                     "grads_held_between": held})
+                     "grads_held_between": held,
+                     "allocator_peak": D.peak_bytes(ctx.device, None)})
         del model, opt
         dist.release(ctx)
     return rows
@@ -269,7 +299,8 @@ def main(argv=None):
     if "accumulation" in parts:
         out["accumulation"] = accumulation(config, ctx, a.micro_batch,
                                            a.accumulation,
-                                           a.accumulation_runs.split(","))
+                                           a.accumulation_runs.split(","),
+                                           a.bf16, a.recompute)
     if "deepspeed" in parts:
         out["deepspeed"] = deepspeed_accumulation(
             config, ctx, a.micro_batch, a.accumulation,
