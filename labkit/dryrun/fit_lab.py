@@ -89,7 +89,7 @@ def _accumulation_case(p: dict, cfg: F.Config, run: str) -> Case:
         def step(tracker):   # labkit.runs.fit.accumulation's step
             opt.zero_grad(set_to_none=True)
             R.accumulate(model, amp, strategy, no_sync, k, data.__getitem__,
-                         tracker.forward)
+                         tracker.forward, keep=run in R.NO_RESHARD)
             opt.step()
         return model, opt, step
     no_sync = run.endswith("no_sync")

@@ -103,7 +103,15 @@ def recompute(config, ctx, micro_batch, bf16, repeats,
 
 
 ACCUMULATION_RUNS = {"ddp": ("ddp", True), "fsdp2_full": ("fsdp2_full", False),
-                     "fsdp2_full_no_sync": ("fsdp2_full", True)}
+                     "fsdp2_full_no_sync": ("fsdp2_full", True),
+                     "fsdp2_full_no_reshard": ("fsdp2_full", True)}
+# FSDP2's documented accumulation without re-gathering (issue 29, item 6):
+# set_reshard_after_forward(False) + set_reshard_after_backward(False) +
+# set_requires_gradient_sync(False) until the last micro-batch, so the
+# weights are gathered once per step and stay unsharded between
+# micro-batches (the memory it costs: the unsharded weights, beside the
+# unsharded gradients)
+NO_RESHARD = {"fsdp2_full_no_reshard"}
 
 
 def accumulation_setup(config, ctx, strategy, bf16=False,
@@ -116,13 +124,18 @@ def accumulation_setup(config, ctx, strategy, bf16=False,
     return model, make_optimizer(model), autocast(ctx, strategy, bf16)
 
 
-def accumulate(model, amp, strategy, no_sync, k, data, forward=None):
+def accumulate(model, amp, strategy, no_sync, k, data, forward=None,
+               keep=False):
     """One step's ``k`` micro-batches (``data(i) -> (x, y)``), gradient
     sync only on the last (DDP ``no_sync``; FSDP2
     ``set_requires_gradient_sync``); returns the gradient bytes held
-    between micro-batches. ``forward(model, x, y)`` defaults to a call."""
+    between micro-batches. ``forward(model, x, y)`` defaults to a call.
+    ``keep`` (FSDP2): the weights stay unsharded until the last backward
+    (:data:`NO_RESHARD`)."""
     forward = forward or (lambda m, x, y: m(x, y))
     held = 0
+    if keep:
+        model.set_reshard_after_forward(False)
     for i in range(k):
         last = i == k - 1
         x, y = data(i)
@@ -131,6 +144,8 @@ def accumulate(model, amp, strategy, no_sync, k, data, forward=None):
                     else contextlib.nullcontext())
         else:
             model.set_requires_gradient_sync(last or not no_sync)
+            if keep:
+                model.set_reshard_after_backward(last)
             ctx_ = contextlib.nullcontext()
         with ctx_:
             with amp:
@@ -138,6 +153,8 @@ def accumulate(model, amp, strategy, no_sync, k, data, forward=None):
             loss.backward()
         if i == k - 2 or k == 1:
             held = _grad_bytes(model)
+            if keep:
+                held = {"grads": held, "params": _unsharded_bytes(model)}
     return held
 
 
@@ -145,7 +162,8 @@ def accumulation(config, ctx, micro_batch, k,
                  runs=tuple(ACCUMULATION_RUNS), bf16=False,
                  recompute_mode="none") -> list[dict]:
     rows = []
-    for strategy, no_sync in (ACCUMULATION_RUNS[r] for r in runs):
+    for run in runs:
+        strategy, no_sync = ACCUMULATION_RUNS[run]
         model, opt, amp = accumulation_setup(config, ctx, strategy, bf16,
                                              recompute_mode)
         D.reset_peak(ctx.device)
@@ -154,10 +172,16 @@ def accumulation(config, ctx, micro_batch, k,
             with counter if step == 2 else contextlib.nullcontext():
                 held = accumulate(
                     model, amp, strategy, no_sync, k,
-                    lambda i: _data(config, ctx, micro_batch, step * k + i))
+                    lambda i: _data(config, ctx, micro_batch, step * k + i),
+                    keep=run in NO_RESHARD)
                 opt.step()
                 opt.zero_grad(set_to_none=True)
-        rows.append({"strategy": strategy, "no_sync": no_sync,
+        params_held = 0
+        if isinstance(held, dict):
+            held, params_held = held["grads"], held["params"]
+        rows.append({"run": run, "strategy": strategy, "no_sync": no_sync,
+                     "no_reshard": run in NO_RESHARD,
+                     "params_held_between": params_held,
                      "micro_batches": k, "micro_batch": micro_batch,
                      "bf16": bf16, "recompute": recompute_mode,
                      "summary": counter.summary(),
@@ -221,6 +245,12 @@ def _grad_bytes(model) -> int:
             unsharded = getattr(fp, "_unsharded_param", None)
             tensors.append(getattr(unsharded, "grad", None))
     return unique_bytes(tensors)
+
+
+def _unsharded_bytes(model) -> int:
+    """Bytes of FSDP2's unsharded (gathered) weights alive now."""
+    from labkit.measure.memory import unsharded_param_bytes
+    return unsharded_param_bytes(model)
 
 
 def train(config, ctx, a) -> dict:
