@@ -102,3 +102,22 @@ def test_adapters_import_no_circle():
         r = subprocess.run([sys.executable, "-c", code.format(m=m)],
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("strategy", ["fsdp2_full", "fsdp1_full_shard",
+                                      "ddp"])
+def test_wrap_moves_the_whole_model_only_for_ddp(strategy, monkeypatch):
+    """FSDP shards unit by unit and moves each unit as it shards it: the
+    whole unsharded model is never moved to the GPU at once (issue 28);
+    DDP's replica is."""
+    from labkit import wrap as W
+    from labkit.dryrun.fake import fake_world
+    from labkit.model import build
+    moved = []
+    to = torch.nn.Module.to
+    monkeypatch.setattr(torch.nn.Module, "to", lambda self, *a, **k: (
+        moved.append(type(self).__name__), to(self, *a, **k))[1])
+    c = L.GPTConfig(layers=2, hidden=64, heads=4, vocab=128, seq=32)
+    with fake_world(2, 0):
+        W.wrap(build(c), strategy, rank_context(2, 0))
+    assert ("GPT" in moved) == (strategy == "ddp"), moved
