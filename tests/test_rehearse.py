@@ -165,7 +165,7 @@ def test_mutation_1_preflight_largest_model_fails(monkeypatch):
 def test_mutation_2_accumulation_wrapped_fp32_ooms(monkeypatch):
     """Defect 2: lab 12's accumulation wrapped without bf16 or the
     planner's recompute."""
-    from labkit.runs import fit as F
+    from labkit.runs import fit_accumulation as F
     fixed = F.accumulation_setup
     monkeypatch.setattr(F, "accumulation_setup", lambda c, ctx, s, *a:
                         fixed(c, ctx, s, False, "none"))

@@ -12,9 +12,9 @@ through ``tracker.forward``):
   which the prediction refuses and the GPU cell sees fail with CUDA OOM;
 - the planner's choice (:func:`labkit.predict.fit.choose`), which fits;
 - the ``accumulation`` part, one case per ``accumulation_runs`` entry,
-  built by the run's own :func:`labkit.runs.fit.accumulation_setup` (the
-  planner's recompute, bf16 and micro-batch) and stepped by
-  :func:`labkit.runs.fit.accumulate` (``max(accumulation, 2)``
+  built by the run's own ``accumulation_setup``
+  (:mod:`labkit.runs.fit_accumulation`: the planner's recompute, bf16 and
+  micro-batch) and stepped by its ``accumulate`` (``max(accumulation, 2)``
   micro-batches, as the notebook launches it): with gradient sync off
   FSDP2 holds the unsharded gradients between micro-batches.
 
@@ -76,7 +76,7 @@ def _accumulation_case(p: dict, cfg: F.Config, run: str) -> Case:
 
     def setup(ctx):
         from labkit.model import batch, local_batch
-        from labkit.runs import fit as R
+        from labkit.runs import fit_accumulation as R
         strategy, no_sync = R.ACCUMULATION_RUNS[run]
         if strategy == "ddp" and ctx.backend == "fake":
             raise ValueError("accumulation under DDP: not dry-run here")
@@ -86,7 +86,7 @@ def _accumulation_case(p: dict, cfg: F.Config, run: str) -> Case:
                                    device=ctx.device), ctx.rank, world)
                 for i in range(k)]
 
-        def step(tracker):   # labkit.runs.fit.accumulation's step
+        def step(tracker):   # runs.fit_accumulation.accumulation's
             opt.zero_grad(set_to_none=True)
             R.accumulate(model, amp, strategy, no_sync, k, data.__getitem__,
                          tracker.forward, keep=run in R.NO_RESHARD)
