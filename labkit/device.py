@@ -62,13 +62,20 @@ def peak_bytes(device, ledger_bytes: int | None = None) -> dict:
     """Peak memory of the window: ``{"bytes": ..., "source": ...}``.
 
     GPU: the caching allocator's ``max_memory_allocated`` (every tensor,
-    activations and temporaries included). CPU: no allocator statistics
-    exist, so the twin is the ledger the caller counted (``ledger_bytes``),
-    and ``source`` says so: a CPU figure never passes for a GPU one.
+    activations and temporaries included), and beside it what an OOM is
+    decided by: ``reserved`` (``max_memory_reserved``: the allocator's
+    segments, fragmentation included) and ``free``/``total`` of the device
+    (``mem_get_info``: NCCL's buffers, the CUDA context and other
+    processes included). CPU: no allocator statistics exist, so the twin
+    is the ledger the caller counted (``ledger_bytes``), and ``source``
+    says so: a CPU figure never passes for a GPU one.
     """
     if is_cuda(device):
-        return {"bytes": torch.cuda.max_memory_allocated(device),  # CUDA
-                "source": "cuda_max_memory_allocated"}
+        free, total = torch.cuda.mem_get_info(device)  # CUDA
+        return {"bytes": torch.cuda.max_memory_allocated(device),
+                "source": "cuda_max_memory_allocated",
+                "reserved": torch.cuda.max_memory_reserved(device),
+                "free": free, "total": total}
     return {"bytes": ledger_bytes, "source": "ledger (cpu: no allocator)"}
 
 

@@ -65,10 +65,17 @@ def _mesh(ctx, shard_group: int | None):
 def wrap(model: nn.Module, strategy: str, ctx, *, bf16: bool = False,
          bucket_cap_mb: float = 25.0, shard_group: int | None = None,
          gradient_as_bucket_view: bool = False) -> nn.Module:
-    """Return ``model`` wrapped (in place for FSDP2) for ``strategy``."""
+    """Return ``model`` wrapped (in place for FSDP2) for ``strategy``.
+
+    Only DDP (a full replica) moves the whole model to the rank's device;
+    FSDP moves one unit at a time as it shards it (FSDP2's
+    ``fully_shard`` moves its unit's states to the mesh's device, FSDP1
+    with ``device_id`` its unit's module), so the GPU never holds the
+    whole unsharded fp32 model (27 GB for lab 12's 6.7B; issue 28).
+    """
     check_strategy(strategy, ctx.world_size, shard_group)
-    model.to(ctx.device)
     if strategy == "ddp":
+        model.to(ctx.device)
         from torch.nn.parallel import DistributedDataParallel as DDP
         return DDP(model, device_ids=[ctx.local_rank] if ctx.is_cuda else None,
                    bucket_cap_mb=bucket_cap_mb,

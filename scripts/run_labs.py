@@ -4,6 +4,7 @@
     python scripts/run_labs.py --profile gpu8 --only memory  # one lab
     python scripts/run_labs.py --profile gpu1                # one GPU
     python scripts/run_labs.py --profile gpu8 --plan --price-per-hour 24
+    python scripts/run_labs.py --profile gpu8 --rehearse     # on any CPU
 
 Parameters come from ``labs/profiles/<profile>.yaml`` (one section per lab,
 keyed by the lab's name without its number). For each lab the executed
@@ -265,6 +266,12 @@ def main(argv=None) -> int:
     ap.add_argument("--wait", action="store_true",
                     help="wait for another runner of this profile to end "
                     "(default: refuse)")
+    ap.add_argument("--rehearse", action="store_true",
+                    help="rehearse the profile on this CPU (fake tensors, "
+                    "NCCL's rules; labkit.rehearse); run nothing for real")
+    ap.add_argument("--node", help="with --rehearse: a recorded nvidia-smi "
+                    "description (labkit/rehearse/nodes) or a file; "
+                    "default h100x8 (8 x H100 80GB)")
     a = ap.parse_args(argv)
     if a.price_per_hour is not None and not a.price_per_hour >= 0:
         ap.error(f"--price-per-hour must be >= 0, got {a.price_per_hour:g}")
@@ -280,6 +287,9 @@ def main(argv=None) -> int:
     if missing and a.labs == LABS:
         raise SystemExit(f"{a.profile}.yaml names labs that do not exist: {missing}")
     chosen = a.only or list(labs)
+    if a.rehearse:
+        from labkit.rehearse.run import from_runner
+        return from_runner(a.profile, a.node, a.only)
     est = plan(a.profile, profile, chosen, a.price_per_hour)
     if a.plan:
         return 0

@@ -100,3 +100,14 @@ def test_mfu_against_the_preset_peak():
     assert m["preset"] == "h100-sxm"
     assert m["mfu"] == pytest.approx(0.5)
     assert m["achieved_tflops_per_gpu"] == pytest.approx(494.7)
+
+
+def test_gpu_peak_records_reserved_and_free(monkeypatch):
+    """What OOMs is reserved + NCCL + the context, not only what was
+    allocated: the GPU record carries all three (issue 28)."""
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda d: 10)
+    monkeypatch.setattr(torch.cuda, "max_memory_reserved", lambda d: 12)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda d: (30, 80))
+    peak = D.peak_bytes("cuda:0")
+    assert peak == {"bytes": 10, "source": "cuda_max_memory_allocated",
+                    "reserved": 12, "free": 30, "total": 80}

@@ -1,6 +1,8 @@
-"""labkit.dryrun: the gpu8 and gpu1 profiles at their real sizes on fake
-tensors, the 70B exam case, a real CPU run holding the byte counter to what
-was allocated, and a reintroduced bug the dry run must catch."""
+"""labkit.dryrun: the 70B exam case, a real CPU run holding the byte
+counter to what was allocated, a reintroduced bug the dry run must catch,
+and the adapters' imports. The gpu8 and gpu1 profiles at their real sizes
+are checked on the rehearsal's rows (tests/test_rehearse.py runs the dry
+run's cases once for both)."""
 from __future__ import annotations
 
 import os
@@ -15,53 +17,6 @@ from labkit.dryrun.step import counted_step, dry_step
 from labkit.predict.memory import gpt_params, ledger
 
 GB = 1e9
-
-
-@pytest.fixture(scope="module")
-def gpu8():
-    return cli.dry_profile("gpu8", cli.gpu_bytes("h100-80gb"))
-
-
-@pytest.fixture(scope="module")
-def gpu1():
-    return cli.dry_profile("gpu1", cli.gpu_bytes("h100-80gb"))
-
-
-def _check_profile(out: dict, name: str):
-    from labkit.preflight import load_profile
-    assert set(out) == set(load_profile(name))  # every lab listed
-    for lab, res in out.items():
-        if "cannot" in res:
-            assert len(res["cannot"]) > 20, lab  # a reason, in words
-            continue
-        for row in res["cases"]:
-            assert min(row[k] for k in cli.ROWS) >= 0
-            assert row["peak"] >= row["states"] > 0
-            pred = row["predicted"]
-            # model states exactly as the ledger says (fp32 weights, Adam)
-            assert row["states"] == pytest.approx(pred["states"], rel=0.01)
-            assert row["agrees"]
-            assert row["fits"] == (row["peak"] <= row["gpu_bytes"])
-
-
-def test_gpu8_every_lab(gpu8):
-    _check_profile(gpu8, "gpu8")
-    assert "cannot" in gpu8["pipeline_parallel"]
-    dry = {k for k, v in gpu8.items() if "cases" in v}
-    assert {"memory", "sharding", "zero", "tensor_parallel", "profiling",
-            "checkpoint"} <= dry
-    assert "DeepSpeed" in gpu8["zero"]["not_dry_run"]
-    rows = {r["variant"]: r for r in gpu8["memory"]["cases"]}
-    assert all(r["fits"] for r in rows.values())
-    # FULL_SHARD holds 1/8 of DDP's model states
-    assert rows["fsdp2_full"]["states"] == pytest.approx(
-        rows["ddp"]["states"] / 8, rel=0.01)
-
-
-def test_gpu1_every_lab(gpu1):
-    _check_profile(gpu1, "gpu1")
-    ddp = gpu1["memory"]["cases"][0]
-    assert ddp["world_size"] == 1 and ddp["fits"]
 
 
 def test_70b_does_not_fit_and_halves_on_16_gpus():
@@ -134,3 +89,35 @@ def test_command_line_json(capsys):
     assert row["agrees"] and row["fits"] and row["gpu_bytes"] == 80e9
     assert set(cli.ROWS) <= set(row)
     assert main(["dryrun", "--profile", "nope"]) == 2
+
+
+def test_adapters_import_no_circle():
+    """Each adapter module imports the registry, never labs.py: importing
+    any of them first works, and the registry module imports no adapter."""
+    import subprocess
+    import sys
+    code = ("import sys; import labkit.dryrun.{m} as M; "
+            "assert 'labkit.dryrun.labs' not in sys.modules, 'circle'")
+    for m in ("fit_lab", "mesh_lab", "cases"):
+        r = subprocess.run([sys.executable, "-c", code.format(m=m)],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("strategy", ["fsdp2_full", "fsdp1_full_shard",
+                                      "ddp"])
+def test_wrap_moves_the_whole_model_only_for_ddp(strategy, monkeypatch):
+    """FSDP shards unit by unit and moves each unit as it shards it: the
+    whole unsharded model is never moved to the GPU at once (issue 28);
+    DDP's replica is."""
+    from labkit import wrap as W
+    from labkit.dryrun.fake import fake_world
+    from labkit.model import build
+    moved = []
+    to = torch.nn.Module.to
+    monkeypatch.setattr(torch.nn.Module, "to", lambda self, *a, **k: (
+        moved.append(type(self).__name__), to(self, *a, **k))[1])
+    c = L.GPTConfig(layers=2, hidden=64, heads=4, vocab=128, seq=32)
+    with fake_world(2, 0):
+        W.wrap(build(c), strategy, rank_context(2, 0))
+    assert ("GPT" in moved) == (strategy == "ddp"), moved

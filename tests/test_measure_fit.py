@@ -41,3 +41,17 @@ def test_read_snapshot_groups_live_blocks_by_owner():
     got = read_snapshot(snap)
     assert got["allocated"] == 896
     assert got["top"][0] == ("model.py:70 forward", 768)
+
+
+def test_memory_history_records_python_stacks_only(monkeypatch, tmp_path):
+    """C++ frames (the default stacks="all") are symbolised at every
+    allocation: slow on 8 ranks, and read_snapshot reads Python frames."""
+    import torch.cuda.memory as M
+    calls = []
+    monkeypatch.setattr(M, "_record_memory_history",
+                        lambda *a, **k: calls.append(k))
+    monkeypatch.setattr(M, "_dump_snapshot", lambda path: None)
+    with MemoryHistory(torch.device("cuda", 0), tmp_path / "s.pickle"):
+        pass
+    assert calls[0]["stacks"] == "python"
+    assert calls[-1] == {"enabled": None}

@@ -107,3 +107,48 @@ def test_zero_gpus_names_the_driver_torch_mismatch(monkeypatch):
     monkeypatch.setattr(torch.version, "cuda", None)      # a CPU build
     assert "CPU build" in preflight.no_gpus("gpu8", 8, smi).fix
     assert preflight.no_gpus("gpu8", 8, "").found == "0 CUDA GPUs"
+
+
+# -- GPU memory, lab by lab (issue 28, defect 1) ---------------------------
+H100 = 81559 * 2**20     # bytes torch reports for an H100 80GB HBM3
+T4 = 15360 * 2**20
+
+
+def _lines(profile, gpus, gpu_bytes):
+    return {c.name: c for c in preflight.gpu_lines(
+        preflight.load_profile(profile), gpus, "GPU", gpu_bytes)}
+
+
+def test_gpu8_on_80gb_passes_with_lab_12s_oom_expected():
+    """The old check took lab 12's 6.7B DDP states (107.6 GB) as the need
+    and stopped gpu8 on 80 GB GPUs; each lab's own need fits, and the
+    oversized DDP is the OOM lab 12 expects."""
+    c = _lines("gpu8", 8, H100)
+    assert c["gpu memory"].status == "ok", c["gpu memory"]
+    assert "lab fit" in c["gpu memory"].need   # the planner's choice
+    assert c["expected OOM"].status == "ok"
+    assert "over_budget ddp" in c["expected OOM"].found
+
+
+def test_gpu1_uses_fit_to_gpu_and_skips_what_does_not_run():
+    c = _lines("gpu1", 1, T4)   # a 16 GB T4: lab 1 trims its layers
+    assert c["gpu memory"].status == "ok", c["gpu memory"]
+    assert "fit_to_gpu" in c["gpu memory"].need
+    assert "expected OOM" not in c    # lab 12 needs 2 GPUs: skipped
+    two = _lines("gpu1", 2, T4)
+    assert two["gpu memory"].status == "ok" and two["expected OOM"]
+
+
+def test_a_lab_that_does_not_fit_fails_naming_it():
+    c = _lines("gpu8", 8, 16e9)   # 1.4B DDP (22 GB) on 16 GB GPUs
+    assert c["gpu memory"].status == "fail"
+    assert "memory" in c["gpu memory"].fix and "lab memory" in \
+        c["gpu memory"].need
+
+
+def test_old_rule_reintroduced_would_fail_gpu8():
+    """The mutation: the largest model's DDP states against 0.9 x 80 GB."""
+    from labkit.predict.memory import ledger
+    lab, psi, bf16 = preflight.largest_model(preflight.load_profile("gpu8"))
+    assert lab == "fit"
+    assert ledger(psi, 1, "ddp", "mixed").gpu_total > 0.9 * H100

@@ -5,6 +5,8 @@ mode, plain and under FSDP2; the counted collectives of a step of k
 micro-batches equal predict.accumulation; the trained configuration's
 measured peak stays within the planner's budget.
 """
+import math
+
 import pytest
 
 from labkit.launch import launch
@@ -43,6 +45,8 @@ def test_accumulation_collectives_equal_prediction(ranks):
     for r in ranks:
         for row in r["accumulation"]:
             s, ns = row["strategy"], row["no_sync"]
+            if row["no_reshard"]:
+                continue   # test_no_reshard_gathers_once
             want = summary(step_calls(units, 2, s, K, ns))
             got = {op: v for op, v in row["summary"].items()
                    if op in want}
@@ -60,3 +64,25 @@ def test_chosen_peak_within_budget(ranks):
         t = r["train"]
         assert t["live_peak"]["bytes"] <= pred["total"] / HEADROOM
         assert all(0 < x < 10 for x in t["losses"])
+
+
+def test_no_reshard_gathers_once_and_holds_the_weights(ranks):
+    """FSDP2 with set_reshard_after_forward/backward(False) and gradient
+    sync off until the last micro-batch (issue 29, item 6): one
+    SHARD_GRAD_OP step's collectives for the k micro-batches -- each unit
+    gathered once, reduce-scattered once -- at the cost of the unsharded
+    weights held beside the unsharded gradients."""
+    from labkit.predict.sharding_calls import predict_calls
+    c = GPTConfig()
+    units = unit_shapes(c.layers, c.hidden, c.heads, c.vocab, c.seq)
+    psi = sum(math.prod(s) for u in units for s in u)
+    for r in ranks:
+        row = next(x for x in r["accumulation"] if x["no_reshard"])
+        want = summary(predict_calls(units, 2, "shard_grad_op"))
+        got = {op: v for op, v in row["summary"].items() if op in want}
+        assert got == want, row
+        plain = summary(step_calls(units, 2, "fsdp2_full", K, True))
+        assert got["all_gather"]["calls"] * 2 * K == \
+            plain["all_gather"]["calls"]
+        assert row["grads_held_between"] == 4 * psi   # unsharded fp32
+        assert row["params_held_between"] == 4 * psi   # gathered fp32

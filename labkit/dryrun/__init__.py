@@ -16,7 +16,8 @@ ledger and activation prediction and the GPU's memory: fits or not, with
 the margin.
 
 Files: ``fake.py`` (the fake world), ``account.py`` (the bytes),
-``step.py`` (one counted step), ``labs.py`` (one adapter per lab),
+``step.py`` (one counted step), ``cases.py`` (the registry),
+``labs.py``, ``fit_lab.py``, ``mesh_lab.py`` (one adapter per lab),
 ``cli.py`` (this command).
 
 Adding a lab (the 2-D mesh lab, the capstone): one function in
@@ -41,7 +42,10 @@ or ``cannot("mesh", "why")``. A profile section with neither is listed as
 What a dry run is not: the fake ranks' device is the CPU (PyTorch's CPU
 build refuses CUDA device guards), so CUDA-only arguments
 (``device_ids``, FSDP1's ``device_id``) are not exercised; the optimizer
-is the fused Adam the node uses; autocast is CPU autocast (the same bf16
+is the fused Adam the node uses where the model is on the GPU before the
+optimizer is built (``wrap`` moves it: every dry-run case) -- not lab 4's
+DeepSpeed runs, which build Adam on the CPU model (``runs/zero.py``, not
+dry-run) and so get the per-parameter loop on a node too; autocast is CPU autocast (the same bf16
 casts of matmuls). The CUDA context, cuBLAS/NCCL workspaces and allocator
 fragmentation are not counted: the margin should leave room for them.
 """

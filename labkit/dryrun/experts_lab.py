@@ -2,12 +2,12 @@
 
     python -m labkit dryrun --profile gpu8 --only experts
 
-Registered in :data:`labkit.dryrun.labs.REASONS` when imported (the
-registry imports it).
+Registered in :data:`labkit.dryrun.cases.REASONS` when imported
+(:mod:`labkit.dryrun.labs` imports it).
 """
 from __future__ import annotations
 
-from labkit.dryrun.labs import cannot
+from labkit.dryrun.cases import cannot
 
 cannot("experts", "no adapter yet (not tried): expert parallelism sizes "
        "its all-to-all from the router's counts, read with .tolist() "

@@ -86,8 +86,12 @@ def _mesh_outside_fake(original, cache):
 
 
 @contextlib.contextmanager
-def fake_world(world_size: int, rank: int = 0):
-    """Rank ``rank`` of a fake ``world_size``-rank job, under fake tensors."""
+def fake_world(world_size: int, rank: int = 0, backend: str = "fake"):
+    """Rank ``rank`` of a fake ``world_size``-rank job, under fake tensors.
+
+    ``backend`` may map more device types to the fake group (the
+    rehearsal's ``"cpu:fake,meta:fake"``: ``meta`` stands for the rank's
+    GPU there)."""
     import torch.distributed.device_mesh as dm
     import torch.distributed.fsdp._fully_shard._fsdp_init as fsdp_init
     import torch.distributed.tensor as dt
@@ -95,7 +99,7 @@ def fake_world(world_size: int, rank: int = 0):
     from torch.testing._internal.distributed.fake_pg import FakeStore
     if tdist.is_initialized():
         raise RuntimeError("fake_world needs no process group to exist")
-    tdist.init_process_group("fake", store=FakeStore(), rank=rank,
+    tdist.init_process_group(backend, store=FakeStore(), rank=rank,
                              world_size=world_size)
     mesh = _mesh_outside_fake(dm.init_device_mesh, {})
     import torch.nn.parallel.distributed as ddp

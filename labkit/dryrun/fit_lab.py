@@ -3,21 +3,27 @@
     python -m labkit dryrun --profile gpu8 --only fit
 
 Registers ``fit`` in :data:`labkit.dryrun.labs.ADAPTERS` when imported
-(``labkit.dryrun.labs`` imports it last). Two cases per profile, built as
+(``labkit.dryrun.labs`` imports it). Two cases per profile, built as
 :func:`labkit.runs.fit.train` builds them (``labkit.recompute.apply``, then
 ``labkit.wrap.wrap``, then Adam; one step of ``accumulation`` micro-batches
 through ``tracker.forward``):
 
 - the profile's ``over_budget`` configuration (gpu8: DDP of the ~7B model),
   which the prediction refuses and the GPU cell sees fail with CUDA OOM;
-- the planner's choice (:func:`labkit.predict.fit.choose`), which fits.
+- the planner's choice (:func:`labkit.predict.fit.choose`), which fits;
+- the ``accumulation`` part, one case per ``accumulation_runs`` entry,
+  built by the run's own ``accumulation_setup``
+  (:mod:`labkit.runs.fit_accumulation`: the planner's recompute, bf16 and
+  micro-batch) and stepped by its ``accumulate`` (``max(accumulation, 2)``
+  micro-batches, as the notebook launches it): with gradient sync off
+  FSDP2 holds the unsharded gradients between micro-batches.
 
 ``predicted`` is :func:`labkit.predict.fit.per_rank_bytes` split into the
 ledger's terms and the exact activation ledger.
 """
 from __future__ import annotations
 
-from labkit.dryrun.labs import Case, gpt_config, lab
+from labkit.dryrun.cases import Case, gpt_config, lab
 from labkit.predict import fit as F
 from labkit.predict.memory import ledger
 
@@ -63,6 +69,48 @@ def _case(p: dict, cfg: F.Config, variant: str) -> Case:
                 ("fit", variant, str(c), world, cfg))
 
 
+def _accumulation_case(p: dict, cfg: F.Config, run: str) -> Case:
+    from labkit.predict.accumulation import unsharded_grad_bytes
+    c = gpt_config(p["model"])
+    world, k = p["world_size"], max(cfg.accumulation, 2)
+
+    def setup(ctx):
+        from labkit.model import batch, local_batch
+        from labkit.runs import fit_accumulation as R
+        strategy, no_sync = R.ACCUMULATION_RUNS[run]
+        if strategy == "ddp" and ctx.backend == "fake":
+            raise ValueError("accumulation under DDP: not dry-run here")
+        model, opt, amp = R.accumulation_setup(c, ctx, strategy, p["bf16"],
+                                               cfg.recompute)
+        data = [local_batch(*batch(c, cfg.micro_batch * world, i,
+                                   device=ctx.device), ctx.rank, world)
+                for i in range(k)]
+
+        def step(tracker):   # runs.fit_accumulation.accumulation's
+            opt.zero_grad(set_to_none=True)
+            R.accumulate(model, amp, strategy, no_sync, k, data.__getitem__,
+                         tracker.forward, keep=run in R.NO_RESHARD)
+            opt.step()
+        return model, opt, step
+    no_sync = run.endswith("no_sync")
+    precision = "fsdp_bf16" if p["bf16"] else "fp32"
+    mem = F.per_rank_bytes(p["model"], world, cfg, precision,
+                           "cuda" if p["profile"] != "cpu" else "cpu")
+    led = ledger(mem["params"], world, F.ZERO[cfg.strategy],
+                 precision="fp32")
+    units = F.unit_shapes(c.layers, c.hidden, c.heads, c.vocab, c.seq)
+    held = unsharded_grad_bytes(units, world, cfg.strategy, k, no_sync)
+    extra = held - led.grads_gpu     # unsharded grads beside the shards
+    predicted = {"params": led.params_gpu, "grads": led.grads_gpu,
+                 "optimizer": led.optimizer_gpu,
+                 "activations": mem["activations"], "held_grads": held,
+                 "states": mem["states"], "total": mem["total"] + extra}
+    return Case("fit", f"accumulation: {run} k={k} "
+                f"recompute={cfg.recompute} mb={cfg.micro_batch}",
+                "every rank", world, 0, setup, predicted,
+                ("fit-acc", run, str(c), world, cfg, p["bf16"]))
+
+
 @lab("fit")
 def _fit(p: dict) -> list[Case]:
     world, gb = p["world_size"], p["global_batch"]
@@ -76,6 +124,8 @@ def _fit(p: dict) -> list[Case]:
                            precision, where))
     good = F.Config(best["strategy"], best["recompute"], best["micro_batch"],
                     best["accumulation"])
+    runs = [r for r in p.get("accumulation_runs", []) if r != "ddp"]
     return [_case(p, bad, f"over budget: {bad.strategy}"),
             _case(p, good, f"chosen: {good.strategy} "
-                           f"recompute={good.recompute} mb={good.micro_batch}")]
+                           f"recompute={good.recompute} mb={good.micro_batch}"),
+            *(_accumulation_case(p, good, r) for r in runs)]

@@ -20,63 +20,16 @@ as the run module does. Reuse the run module's own building function.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable
-
 import torch
 
-from labkit.model import GPTConfig, batch, local_batch
-from labkit.predict.memory import (activation_bytes_per_layer, gpt_params,
-                                   ledger)
-from labkit.wrap import ZERO_EQUIVALENT
+from labkit.dryrun.cases import (ADAPTERS, REASONS, Case,  # noqa: F401
+                                 cannot, gpt_config, lab, predicted)
+from labkit.model import GPTConfig, batch, local_batch  # noqa: F401
+from labkit.predict.memory import activation_bytes_per_layer
 
-ADAPTERS: dict[str, Callable[[dict], list]] = {}
-REASONS: dict[str, str] = {}
-
-
-@dataclass
-class Case:
-    lab: str
-    variant: str
-    role: str
-    world_size: int
-    rank: int
-    setup: Callable = field(repr=False)
-    predicted: dict = field(default_factory=dict)
-    key: tuple = ()  # equal keys: the same run, dry-run once
-
-
-def lab(name: str):
-    def register(fn):
-        ADAPTERS[name] = fn
-        return fn
-    return register
-
-
-def cannot(name: str, reason: str) -> None:
-    REASONS[name] = reason
-
-
-def gpt_config(m: dict) -> GPTConfig:
-    return GPTConfig(**{k: m[k] for k in ("layers", "hidden", "heads",
-                                          "vocab", "seq")})
-
-
-def predicted(c: GPTConfig, strategy: str, world: int, micro_batch: int,
-              bf16: bool, shard_group: int | None = None) -> dict:
-    """The ledger (fp32 weights and Adam: 16 bytes per parameter, ZeRO
-    Sec. 3.1) and Korthikanti et al. 2022's activations (Table 2)."""
-    psi = gpt_params(c.layers, c.hidden, c.heads, c.vocab, c.seq)
-    zero = ZERO_EQUIVALENT[strategy]
-    kw = {"shard_group": shard_group} if zero == "hybrid_shard" else {}
-    led = ledger(psi, world, zero, precision="fp32", **kw)
-    act = c.layers * activation_bytes_per_layer(c.seq, micro_batch,
-                                                c.hidden, c.heads)
-    act *= 1 if bf16 else 2  # Table 2 counts 16-bit activations
-    return {"params": led.params_gpu, "grads": led.grads_gpu,
-            "optimizer": led.optimizer_gpu, "gathered": led.transient_gpu,
-            "activations": act, "states": led.params_gpu + led.grads_gpu
-            + led.optimizer_gpu, "total": led.gpu_total + act}
+# adapters kept in files of their own register themselves on import; they
+# import labkit.dryrun.cases, not this file
+from labkit.dryrun import experts_lab, fit_lab, mesh_lab  # noqa: E402,F401
 
 
 def dp_case(lab_name: str, strategy: str, c: GPTConfig, world: int,
@@ -213,9 +166,11 @@ ZERO_DEEPSPEED = ("DeepSpeed variants not dry-run: deepspeed.initialize, "
                   "is_invalid_grad_norm); only the lab's FSDP rows are "
                   "dry-run")
 
-# adapters kept in files of their own register themselves on import
-from labkit.dryrun import fit_lab, mesh_lab  # noqa: E402,F401
-from labkit.dryrun import experts_lab  # noqa: E402,F401
+cannot("precision", "nothing to dry-run: its quantities are values "
+       "(gradients underflowing in fp16, a loss scaler's .item() checks, "
+       "FP8 quantisation errors), which fake tensors do not carry; its "
+       "bytes are counted exactly on CPU and its FP8 ledger is pure "
+       "(labkit.predict.precision)")
 cannot("context_parallel", "no adapter yet: ring and Ulysses attention "
        "exchange K/V blocks point to point (isend/irecv) and by all-to-all, "
        "which the fake process group was not yet tried with; its memory "

@@ -12,7 +12,7 @@ the TP-then-FSDP ledger of :func:`labkit.predict.mesh.rank_param_bytes`
 """
 from __future__ import annotations
 
-from labkit.dryrun.labs import Case, gpt_config, lab
+from labkit.dryrun.cases import Case, gpt_config, lab
 from labkit.model import batch, local_batch
 from labkit.predict import mesh as M
 from labkit.predict.memory import activation_bytes_per_layer

@@ -87,7 +87,10 @@ class MemoryHistory:
             train_step()
         h.path      # None on CPU: the twin is PeakBytes' composition
 
-    On a GPU: ``torch.cuda.memory._record_memory_history`` on entry and
+    On a GPU: ``torch.cuda.memory._record_memory_history`` on entry
+    (``stacks="python"``: Python frames only -- the default ``"all"`` also
+    unwinds and symbolises C++ frames at every allocation, slow with 8
+    ranks, and :func:`read_snapshot` reads only the Python frames) and
     ``_dump_snapshot(path)`` on exit -- the file PyTorch's viewer
     (pytorch.org/memory_viz, or ``torch.cuda._memory_viz``) opens, and
     :func:`read_snapshot` summarises. On CPU nothing is recorded.
@@ -100,7 +103,7 @@ class MemoryHistory:
     def __enter__(self):
         if self.cuda:  # CUDA only
             torch.cuda.memory._record_memory_history(
-                max_entries=self.max_entries)
+                stacks="python", max_entries=self.max_entries)
         return self
 
     def __exit__(self, *exc):

@@ -55,7 +55,7 @@ def run(method, causal, q, k, v, dout, ctx):
     saved: dict = {}
 
     def pack(t):
-        saved[t.untyped_storage().data_ptr()] = t.numel() * t.element_size()
+        saved[t.untyped_storage()._cdata] = t.numel() * t.element_size()
         return t
 
     with CollectiveCounter() as fwd, \

@@ -10,8 +10,8 @@ Transformers"; the blockwise softmax of Milakov & Gimelshein 2018 and
 FlashAttention, Dao et al. 2022): the queries stay, the keys and values go
 round the ring. At step ``i`` a rank attends its queries to the K/V block
 of rank ``r - i`` while it already sends that block on to ``r + 1`` and
-receives the next from ``r - 1`` (``isend``/``irecv``, overlapped with the
-computation), and merges the block's result into its running output with
+receives the next from ``r - 1`` (one ``isend``/``irecv`` pair grouped by
+``batch_isend_irecv``, overlapped with the computation), and merges the block's result into its running output with
 the log-sum-exp of each row (the online softmax). Backward runs the ring
 again: K/V travel ``p - 1`` hops, and the gradients dK/dV of each block
 travel with them, ``p`` hops, so that they end at the rank that owns the
@@ -119,10 +119,14 @@ def _ring_peers(group):
 
 
 def _start(send, recv, nxt, prv, group, tag=0):
-    """Send to the next rank, receive from the previous one (K/V use tag
-    0, the travelling dK/dV tag 1: both go the same way at once)."""
-    return [tdist.isend(send, nxt, group, tag),
-            tdist.irecv(recv, prv, group, tag)]
+    """Send to the next rank, receive from the previous one, as ONE group
+    (``batch_isend_irecv``): under NCCL a send and a receive issued as two
+    separate calls share one stream, and with every rank sending first the
+    sends wait on receives queued behind them -- a hang. K/V use tag 0,
+    the travelling dK/dV tag 1: both go the same way at once."""
+    return tdist.batch_isend_irecv([
+        tdist.P2POp(tdist.isend, send, nxt, group, tag),
+        tdist.P2POp(tdist.irecv, recv, prv, group, tag)])
 
 
 class RingAttention(torch.autograd.Function):

@@ -13,9 +13,12 @@ Per rank it records
   micro-batches (:class:`labkit.measure.collectives.CollectiveCounter`)
   under DDP with ``no_sync`` and FSDP2 FULL_SHARD with and without
   ``set_requires_gradient_sync(False)``, and the gradient bytes held
-  between micro-batches;
+  between micro-batches -- wrapped as the planner chose (``--recompute``,
+  ``--bf16``, at ``--micro-batch``: on gpu8 the fp32 model without
+  recompute would not fit, issue 28);
 - ``deepspeed``: the same for DeepSpeed ZeRO-1/2/3 with
   ``gradient_accumulation_steps`` (:func:`deepspeed_accumulation`);
+  both parts live in :mod:`labkit.runs.fit_accumulation`;
 - ``train``: the chosen configuration trained for ``--steps`` steps: losses,
   step seconds, and the peak: on CPU the live tensor bytes
   (:class:`labkit.measure.fit.PeakBytes`, with the peak's composition); on
@@ -37,20 +40,14 @@ import torch
 from labkit import device as D
 from labkit import dist
 from labkit.measure.activations import measure
-from labkit.measure.collectives import CollectiveCounter
 from labkit.measure.fit import MemoryHistory, PeakBytes, read_snapshot
-from labkit.measure.memory import unique_bytes
-from labkit.model import (add_shape_arguments, batch, build,
-                          config_from_args, local_batch)
+from labkit.model import add_shape_arguments, build, config_from_args
 from labkit.recompute import MODES, apply
+from labkit.runs.fit_accumulation import (  # noqa: F401 - re-exported
+    ACCUMULATION_RUNS, NO_RESHARD, _data, _grad_bytes, accumulate,
+    accumulation, accumulation_setup, deepspeed_accumulation)
 from labkit.train import make_optimizer, mean_over_ranks
 from labkit.wrap import autocast, wrap
-
-
-def _data(config, ctx, micro_batch, step, seed=0):
-    x, y = batch(config, micro_batch * ctx.world_size, step, seed,
-                 device=ctx.device)
-    return local_batch(x, y, ctx.rank, ctx.world_size)
 
 
 def _median_s(fn, repeats, device):
@@ -98,99 +95,6 @@ def recompute(config, ctx, micro_batch, bf16, repeats,
             del model
             dist.release(ctx)
     return rows
-
-
-ACCUMULATION_RUNS = {"ddp": ("ddp", True), "fsdp2_full": ("fsdp2_full", False),
-                     "fsdp2_full_no_sync": ("fsdp2_full", True)}
-
-
-def accumulation(config, ctx, micro_batch, k,
-                 runs=tuple(ACCUMULATION_RUNS)) -> list[dict]:
-    rows = []
-    for strategy, no_sync in (ACCUMULATION_RUNS[r] for r in runs):
-        model = wrap(build(config), strategy, ctx)
-        opt = make_optimizer(model)
-        for step in range(3):   # DDP rebuilds its buckets in step 1
-            counter = CollectiveCounter()
-            held = 0
-            with counter if step == 2 else contextlib.nullcontext():
-                for i in range(k):
-                    last = i == k - 1
-                    x, y = _data(config, ctx, micro_batch, step * k + i)
-                    if strategy == "ddp":
-                        ctx_ = (model.no_sync() if no_sync and not last
-                                else contextlib.nullcontext())
-                    else:
-                        model.set_requires_gradient_sync(last or not no_sync)
-                        ctx_ = contextlib.nullcontext()
-                    with ctx_:
-                        (model(x, y) / k).backward()
-                    if i == k - 2 or k == 1:
-                        held = _grad_bytes(model)
-                opt.step()
-                opt.zero_grad(set_to_none=True)
-        rows.append({"strategy": strategy, "no_sync": no_sync,
-                     "micro_batches": k, "micro_batch": micro_batch,
-                     "summary": counter.summary(),
-                     "grads_held_between": held})
-        del model, opt
-        dist.release(ctx)
-    return rows
-
-
-def deepspeed_accumulation(config, ctx, micro_batch, k,
-                           stages=(1, 2, 3)) -> list[dict]:
-    """DeepSpeed ZeRO-1/2/3 with ``gradient_accumulation_steps = k``: the
-    gradient- and weight-sized collectives of one step (the scalar
-    all-reduces of its overflow and norm checks left out)."""
-    from labkit.runs.zero import skip_shm_op
-    from labkit.zero_config import ZeroConfig
-    skip_shm_op()
-    import deepspeed
-    rows = []
-    for stage in stages:
-        cfg = ZeroConfig(stage=stage, micro_batch=micro_batch,
-                         world_size=ctx.world_size, grad_accum=k,
-                         stage3_param_persistence_threshold=0)
-        model = build(config)
-        engine, *_ = deepspeed.initialize(
-            model=model, optimizer=make_optimizer(model),
-            config=cfg.to_json())
-        for step in range(2):   # the first step sets up; count the second
-            counter = CollectiveCounter()
-            with counter:
-                for i in range(k):
-                    x, y = _data(config, ctx, micro_batch, step * k + i)
-                    engine.backward(engine(x, y))
-                    engine.step()
-        big = {}
-        for r in counter.records:
-            if r["numel"] > 2 and r["op"] != "broadcast":
-                d = big.setdefault(r["op"], {"calls": 0, "bytes": 0})
-                d["calls"] += 1
-                d["bytes"] += r["bytes"]
-        rows.append({"stage": stage, "micro_batches": k, "summary": big,
-                     "ds_config": cfg.to_json()})
-        destroy = getattr(engine, "destroy", None)
-        if callable(destroy):
-            destroy()
-        del engine, model
-        dist.release(ctx)
-    return rows
-
-
-def _grad_bytes(model) -> int:
-    """Gradient bytes held now: sharded grads plus FSDP2's unsharded
-    accumulated ones (kept while gradient sync is off)."""
-    tensors = [p.grad for p in model.parameters()]
-    for m in model.modules():
-        get = getattr(m, "_get_fsdp_state", None)
-        group = get()._fsdp_param_group if callable(get) else None
-        for fp in (group.fsdp_params if group else []):
-            tensors.append(getattr(fp, "unsharded_accumulated_grad", None))
-            unsharded = getattr(fp, "_unsharded_param", None)
-            tensors.append(getattr(unsharded, "grad", None))
-    return unique_bytes(tensors)
 
 
 def train(config, ctx, a) -> dict:
@@ -269,7 +173,8 @@ def main(argv=None):
     if "accumulation" in parts:
         out["accumulation"] = accumulation(config, ctx, a.micro_batch,
                                            a.accumulation,
-                                           a.accumulation_runs.split(","))
+                                           a.accumulation_runs.split(","),
+                                           a.bf16, a.recompute)
     if "deepspeed" in parts:
         out["deepspeed"] = deepspeed_accumulation(
             config, ctx, a.micro_batch, a.accumulation,

@@ -1,0 +1,80 @@
+"""What the rehearsal runs of each lab, at the profile's real sizes.
+
+    plans = lab_plans(load_profile("gpu8"))   # {lab: Plan}
+
+Three kinds, per lab:
+
+- ``launches``: the run module's own ``main`` with the arguments the
+  notebook's cell passes (``labkit.launch.as_argv``), every rank of every
+  world size, each rank on fake tensors with its GPU as ``meta``
+  (:mod:`labkit.rehearse.world`): NCCL's rules per rank and across the
+  ranks (:mod:`labkit.rehearse.nccl`), each rank's peak bytes against the
+  node's memory. Timing loops are cut to none (a fake time is no time);
+- ``cases``: the dry run's adapters (:mod:`labkit.dryrun.labs`): the
+  lab's model built and wrapped by its run module, one counted step per
+  rank role, its peak against the node's memory; a case the lab expects
+  to run out of memory (lab 12's over-budget DDP) must not fit;
+- ``listed``: not rehearsed, with the reason.
+
+A lab's notebook cells are not executed: they read what the ranks
+measured (losses, differences, timings), which fake ranks cannot
+produce; the cells' launches are what is rehearsed, with their
+parameters.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+CELLS = ("notebook cells not executed: they read measured values "
+         "(losses, differences, timings) that fake ranks cannot produce; "
+         "their launches are rehearsed with the cells' parameters")
+
+
+@dataclass
+class Launch:
+    module: str
+    world_size: int
+    params: dict
+
+
+@dataclass
+class Plan:
+    launches: list = field(default_factory=list)
+    cases: list = field(default_factory=list)
+    listed: str = ""
+    expect_oom: tuple = ()     # case variants that must not fit
+    notes: list = field(default_factory=list)
+
+
+def _context_parallel(p: dict) -> Plan:
+    """Lab 11's launch cell, one launch per world size."""
+    return Plan(launches=[Launch("labkit.runs.context_parallel", n, {
+        "batch": p["batch"], "seq": p["seq"], "heads": p["heads"],
+        "head_dim": p["head_dim"], "time_steps": 0, "torch_cp": True})
+        for n in p["world_sizes"]],
+        notes=[f"time_steps {p.get('time_steps', 0)} -> 0: timings not "
+               "rehearsed"])
+
+
+LAUNCHES = {"context_parallel": _context_parallel}
+
+
+def lab_plans(profile: dict) -> dict[str, Plan]:
+    from labkit.dryrun import labs as L
+    out = {}
+    for name, p in profile.items():
+        p = p or {}
+        if name in LAUNCHES:
+            out[name] = LAUNCHES[name](p)
+        elif name in L.ADAPTERS:
+            plan = Plan(cases=L.ADAPTERS[name](p))
+            if name == "fit":
+                plan.expect_oom = tuple(c.variant for c in plan.cases
+                                        if c.variant.startswith("over"))
+            if name == "zero":
+                plan.notes.append(L.ZERO_DEEPSPEED)
+            out[name] = plan
+        else:
+            out[name] = Plan(listed=L.REASONS.get(
+                name, "no rehearsal adapter yet (labkit/rehearse/labs.py)"))
+    return out

@@ -1,0 +1,215 @@
+"""The GPU profiles rehearsed on a CPU (labkit.rehearse, issue 28): gpu8
+and gpu1 against the described 8 x H100 node, exit 0 on the fixed tree,
+every lab rehearsed or listed with its reason; the dry run's profile
+checks (they were tests/test_dryrun.py's, on the same rows); and the
+mutation test: each defect reintroduced fails the rehearsal with one
+line naming the lab, the launch or case and rank, and the rule."""
+from __future__ import annotations
+
+import pytest
+import torch.distributed as tdist
+
+from labkit.dryrun import cli, labs as L
+from labkit.preflight import load_profile
+from labkit.predict import context_parallel as CP
+from labkit.rehearse import run as R
+from labkit.rehearse.labs import Launch, Plan
+from labkit.rehearse.node import describe
+
+
+@pytest.fixture(scope="module")
+def gpu8():
+    return R.rehearse("gpu8")
+
+
+@pytest.fixture(scope="module")
+def gpu1():
+    return R.rehearse("gpu1")
+
+
+def _every_lab(report, name):
+    assert set(report["labs"]) == set(load_profile(name))
+    for lab, res in report["labs"].items():
+        if "listed" in res:
+            assert len(res["listed"]) > 20, lab   # a reason, in words
+        else:
+            assert res.get("launches") or res.get("cases"), lab
+    assert report["failures"] == [], report["failures"]
+    assert R.table(report).endswith("=> OK")
+
+
+def _dry_rows_agree(report):
+    """The dry run's checks: model states as the ledger, peak >= states."""
+    for res in report["labs"].values():
+        for row in res.get("cases", []):
+            assert min(row[k] for k in cli.ROWS) >= 0
+            assert row["peak"] >= row["states"] > 0
+            assert row["states"] == pytest.approx(
+                row["predicted"]["states"], rel=0.01)
+            assert row["fits"] == (row["peak"] <= row["gpu_bytes"])
+
+
+def test_gpu8_rehearsed_exit_0(gpu8):
+    _every_lab(gpu8, "gpu8")
+    _dry_rows_agree(gpu8)
+    pre = {c["name"]: c["status"] for c in gpu8["preflight"]}
+    assert pre == {"gpus": "ok", "gpu memory": "ok", "expected OOM": "ok"}
+    for lab in ("pipeline_parallel", "colossalai", "collectives"):
+        assert "listed" in gpu8["labs"][lab]
+    rows = {r["variant"]: r for r in gpu8["labs"]["memory"]["cases"]}
+    assert rows["fsdp2_full"]["states"] == pytest.approx(
+        rows["ddp"]["states"] / 8, rel=0.01)   # FULL_SHARD: 1/8 of DDP
+
+
+def test_gpu8_lab_12_ooms_where_expected_and_accumulation_fits(gpu8):
+    cases = gpu8["labs"]["fit"]["cases"]
+    over = [c for c in cases if c["expect_oom"]]
+    assert len(over) == 1 and not over[0]["fits"]      # the expected OOM
+    acc = [c for c in cases if c["variant"].startswith("accumulation")]
+    assert len(acc) == 2 and all(c["fits"] for c in acc)
+    held = next(c for c in acc if "no_sync" in c["variant"])
+    plain = next(c for c in acc if "no_sync" not in c["variant"])
+    # FSDP2 with gradient sync off keeps the unsharded fp32 gradients
+    extra = held["predicted"]["held_grads"] - held["predicted"]["grads"]
+    assert held["peak"] - plain["peak"] == pytest.approx(extra, rel=0.02)
+
+
+def test_gpu8_lab_11_every_rank_at_real_size(gpu8):
+    p = load_profile("gpu8")["context_parallel"]
+    launches = gpu8["labs"]["context_parallel"]["launches"]
+    assert [la["world_size"] for la in launches] == p["world_sizes"]
+    for la in launches:
+        n = la["world_size"]
+        assert len(la["ranks"]) == n and not la["problems"]
+        for r in la["ranks"]:
+            for x in r["record"]["results"]:
+                got = {}
+                for ph in ("comm_forward", "comm_backward"):
+                    for op, v in x[ph].items():
+                        d = got.setdefault(op, {"calls": 0, "bytes": 0})
+                        d["calls"] += v["calls"]
+                        d["bytes"] += v["bytes"]
+                want = (CP.ulysses_bytes if x["method"] == "ulysses"
+                        else CP.ring_bytes)(p["batch"], p["seq"],
+                                            p["heads"] * p["head_dim"], n, 4)
+                assert got == want, (n, x["method"])
+                # what fake tensors cannot produce is not invented
+                assert x["out_diff"] == "not rehearsed"
+                assert x["seconds"] in (None, "not rehearsed")
+
+
+def test_gpu1_rehearsed_exit_0(gpu1):
+    _every_lab(gpu1, "gpu1")
+    _dry_rows_agree(gpu1)
+    ddp = gpu1["labs"]["memory"]["cases"][0]
+    assert ddp["world_size"] == 1 and ddp["fits"]
+    # on 80 GB the gpu1 fit lab's DDP fits: its gpu cell will see no OOM
+    pre = {c["name"]: c["status"] for c in gpu1["preflight"]}
+    assert pre["gpu memory"] == "ok" and pre["expected OOM"] == "warn"
+    over = [c for c in gpu1["labs"]["fit"]["cases"] if c["expect_oom"]]
+    assert over[0]["fits"] and "expected OOM not seen" in \
+        over[0]["warnings"][0]
+
+
+def test_node_descriptions():
+    assert describe().gpus == 8 and 80e9 < describe().memory < 90e9
+    t4 = describe("t4")
+    assert t4.gpus == 1 and 15e9 < t4.memory < 16e9
+    with pytest.raises(ValueError, match="no such recorded"):
+        describe("tpu-v5")
+
+
+def test_runner_hook(capsys):
+    import runpy
+    import sys
+    argv = sys.argv
+    sys.argv = ["run_labs.py", "--profile", "gpu1", "--rehearse",
+                "--node", "t4", "--only", "collectives"]
+    try:
+        with pytest.raises(SystemExit) as e:
+            runpy.run_path("scripts/run_labs.py", run_name="__main__")
+    finally:
+        sys.argv = argv
+    out = capsys.readouterr().out
+    assert e.value.code == 0, out
+    assert "rehearsal of profile gpu1 on 1 x Tesla T4" in out
+    assert "collectives: not rehearsed:" in out
+
+
+# -- the mutation test ------------------------------------------------------
+SMALL_CP = {"batch": 1, "seq": 256, "heads": 4, "head_dim": 16,
+            "time_steps": 0}
+
+
+def _one_line(lines, *words):
+    assert len(lines) >= 1, lines
+    line = lines[0]
+    assert "\n" not in line and all(w in line for w in words), line
+    return line
+
+
+def test_mutation_1_preflight_largest_model_fails(monkeypatch):
+    """Defect 1: the largest model's DDP states as the memory need."""
+    from labkit import preflight_gpu
+    from labkit.predict.memory import ledger
+    from labkit.preflight_check import Check
+
+    def old(profile, gpu, total, gpus=None):
+        lab, psi, bf16 = preflight_gpu.largest_model(profile)
+        need = ledger(psi, 1, "ddp", "mixed" if bf16 else "fp32").gpu_total
+        return [Check("gpu memory", "ok" if need < 0.9 * total else "fail",
+                      f"{total / 1e9:.1f} GB", f"{need / 1e9:.1f} GB DDP "
+                      f"states of lab {lab}")]
+    monkeypatch.setattr(preflight_gpu, "check_memory", old)
+    report = R.rehearse("gpu8", only=["collectives"])
+    _one_line(report["failures"], "preflight", "gpu memory", "lab fit")
+
+
+def test_mutation_2_accumulation_wrapped_fp32_ooms(monkeypatch):
+    """Defect 2: lab 12's accumulation wrapped without bf16 or the
+    planner's recompute."""
+    from labkit.runs import fit_accumulation as F
+    fixed = F.accumulation_setup
+    monkeypatch.setattr(F, "accumulation_setup", lambda c, ctx, s, *a:
+                        fixed(c, ctx, s, False, "none"))
+    case = [c for c in L.ADAPTERS["fit"](load_profile("gpu8")["fit"])
+            if "no_sync" in c.variant]
+    rows = R.rehearse_cases("fit", Plan(cases=case), describe(), 1)
+    _one_line(rows[0]["problems"], "lab fit", "accumulation",
+              "every rank", "device memory", "CUDA out of memory")
+
+
+def test_mutation_4_ungrouped_ring_deadlocks(monkeypatch):
+    """Defect 4: ring attention's isend and irecv as separate calls."""
+    from labkit.runs import cp_attention as A
+    monkeypatch.setattr(A, "_start", lambda s, r, nxt, prv, g, tag=0: [
+        tdist.isend(s, nxt, g, tag), tdist.irecv(r, prv, g, tag)])
+    row = R.rehearse_launch("context_parallel", Launch(
+        "labkit.runs.context_parallel", 2, SMALL_CP), describe())
+    _one_line(row["problems"], "lab context_parallel", "x 2",
+              "ranks 0 and 1", "nccl rule", "deadlock")
+
+
+def test_mutation_cpu_tensor_in_a_collective(monkeypatch):
+    """A tensor left on the CPU in a rank's send."""
+    from labkit.runs import cp_attention as A
+    fixed = A._start
+    monkeypatch.setattr(A, "_start", lambda s, r, *a, **k:
+                        fixed(s.to("cpu"), r, *a, **k))
+    row = R.rehearse_launch("context_parallel", Launch(
+        "labkit.runs.context_parallel", 2, SMALL_CP), describe())
+    _one_line(row["problems"], "lab context_parallel", "rank 0",
+              "device rule", "a CPU tensor", "nccl collective")
+
+
+def test_mutation_model_unsharded_on_the_gpu_ooms(monkeypatch):
+    """FSDP2 wrapping only the root: the whole model unsharded on the
+    GPU from the first forward to the last backward (lab 12's
+    accumulation with gradient sync off)."""
+    import labkit.wrap as W
+    monkeypatch.setattr(W, "sharding_units", lambda model: [])
+    case = [c for c in L.ADAPTERS["fit"](load_profile("gpu8")["fit"])
+            if "no_sync" in c.variant]
+    rows = R.rehearse_cases("fit", Plan(cases=case), describe(), 1)
+    _one_line(rows[0]["problems"], "lab fit", "accumulation", "every rank",
+              "device memory", "CUDA out of memory")
