@@ -117,7 +117,7 @@ CORRECTIONS.update({
         r"TP splits each layer inside a node, where NVLink carries its "
         r"per-layer all-reduces"),
     "29.1 TP overlap (chapter 13's table)": (
-        "13_choosing", r"per layer cannot overlap",
+        "15_choosing", r"per layer cannot overlap",
         rf"PyTorch{Q}s async TP\) hides at most the compute"),
     "29.2 the layout exercise names its GPUs": (
         "06_pipeline_parallel", r"GPT-3 on 8 GPUs of 80 GB",
@@ -136,7 +136,7 @@ CORRECTIONS.update({
         r"\(ZeRO-Infinity, Rajbhandari et al\. 2021\) is DeepSpeed"
         rf"{Q}s documented single-GPU recipe"),
     "29.5 ZeRO-Infinity on one GPU (chapter 13)": (
-        "13_choosing", r"With one GPU there is nothing to shard",
+        "15_choosing", r"With one GPU there is nothing to shard",
         r"ZeRO-3 with parameter and optimizer offload \(ZeRO-Infinity\)"),
     "29.6 FSDP2 can skip the all-gathers (chapter 3)": (
         "03_sharding",
@@ -148,7 +148,7 @@ CORRECTIONS.update({
         r"FSDP2 can skip the all-gathers as well -- "
         r"set_reshard_after_backward\(False\)"),
     "29.6 FSDP2 can skip the all-gathers (chapter 13)": (
-        "13_choosing",
+        "15_choosing",
         r"all-gathers the parameters every micro-batch \(and",
         r"FSDP2 skips them with set_reshard_after_backward\(False\) \+ "
         r"set_reshard_after_forward\(False\) \+ "
@@ -173,7 +173,7 @@ CORRECTIONS.update({
         r"Megatron-FSDP \(use_megatron_fsdp, data_parallel_sharding_strategy"
         r" = optim / optim_grads / optim_grads_params"),
     "29.9 Megatron-Core 0.16 (chapter 13)": (
-        "13_choosing", r"\(activation recomputation, not offload\)",
+        "15_choosing", r"\(activation recomputation, not offload\)",
         r"optimizer and activation CPU offload \(optimizer_cpu_offload"),
     "29.10 DeepCompile and AutoTP (chapter 4)": (
         "04_zero", r"composes with torch\.compile and tensor parallelism",
@@ -223,20 +223,22 @@ def test_mfu_is_linked_to_its_definition_where_first_used():
 
 
 def test_corrections_table_and_links_to_it():
-    assert 'id="corrections"' in raw("13_choosing")
+    assert 'id="corrections"' in raw("15_choosing")
     for page in ("01_memory", "02_collectives", "03_sharding", "04_zero",
                  "06_pipeline_parallel", "07_profiling"):
-        assert "13_choosing.html#corrections" in raw(page), page
+        assert "15_choosing.html#corrections" in raw(page), page
 
 
 # seed 000's five exam points, seed 004's question and three follow-ups,
 # and the three topics the course did not answer before
 ANSWERS = {"iv-ledger": "01_memory", "iv-fsdp": "03_sharding",
            "iv-choose": "04_zero", "iv-profiler": "07_profiling",
-           "iv-70b": "01_memory", "iv-frameworks": "13_choosing",
+           "iv-70b": "01_memory", "iv-frameworks": "15_choosing",
            "iv-zero3-vs-fsdp": "04_zero", "iv-tp-pp": "06_pipeline_parallel",
            "iv-colossalai": "09_colossalai",
-           "iv-megatron": "06_pipeline_parallel"}
+           "iv-megatron": "06_pipeline_parallel",
+           "iv-experts": "13_experts", "iv-bf16": "14_precision",
+           "iv-fp8": "14_precision"}
 
 
 def test_every_interview_question_has_a_box_and_the_page_links_it():
@@ -322,5 +324,8 @@ def test_four_week_module_places_every_chapter_and_assignment():
         chapters |= {int(n) for n in re.findall(r"(?:^|, )(\d+) ", cells[1])}
         assignments |= {int(n) for n in
                         re.findall(r"(?:^|, |and )(\d+) \(", cells[2])}
-    assert chapters == set(range(1, 14)), sorted(chapters)
-    assert assignments == set(range(1, 13)), sorted(assignments)
+    book = {int(f.name[:2]) for f in (ROOT / "book").glob("[0-9][0-9]_*.md")}
+    masters = {int(f.name[:2]) for f in
+               (ROOT / "labs" / "assignments").glob("[0-9][0-9]_*.ipynb")}
+    assert chapters == book, sorted(chapters)
+    assert assignments == masters, sorted(assignments)
