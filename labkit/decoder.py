@@ -29,6 +29,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from labkit.arch import Arch
+from labkit.mlp import MLP  # noqa: F401  (labkit.decoder.MLP)
 
 
 def _norm(a: Arch, width: int) -> nn.Module:
@@ -103,21 +104,6 @@ class Attention(nn.Module):
         k, v = repeat_kv(k, a.gqa_group), repeat_kv(v, a.gqa_group)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return self.o(y.transpose(1, 2).reshape(b, s, a.q_dim))
-
-
-class MLP(nn.Module):
-    def __init__(self, a: Arch, ffn: int):
-        super().__init__()
-        self.swiglu = a.mlp == "swiglu"
-        if self.swiglu:
-            self.gate = nn.Linear(a.hidden, ffn, bias=a.mlp_bias)
-        self.up = nn.Linear(a.hidden, ffn, bias=a.mlp_bias)
-        self.down = nn.Linear(ffn, a.hidden, bias=a.mlp_bias)
-
-    def forward(self, x):
-        if self.swiglu:
-            return self.down(F.silu(self.gate(x)) * self.up(x))
-        return self.down(F.gelu(self.up(x)))
 
 
 from labkit.moe.layer import MoE  # noqa: E402  router, capacity, shared

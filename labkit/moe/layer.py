@@ -31,25 +31,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from labkit.mlp import MLP
 from labkit.moe import router as R
 
 
-class Expert(nn.Module):
-    """One MLP (SwiGLU: gate, up, down; or GELU: up, down), no biases
-    unless the record has them -- the names of :class:`labkit.decoder.MLP`."""
-
-    def __init__(self, a, ffn: int):
-        super().__init__()
-        self.swiglu = a.mlp == "swiglu"
-        if self.swiglu:
-            self.gate = nn.Linear(a.hidden, ffn, bias=a.mlp_bias)
-        self.up = nn.Linear(a.hidden, ffn, bias=a.mlp_bias)
-        self.down = nn.Linear(ffn, a.hidden, bias=a.mlp_bias)
-
-    def forward(self, x):
-        if self.swiglu:
-            return self.down(F.silu(self.gate(x)) * self.up(x))
-        return self.down(F.gelu(self.up(x)))
+Expert = MLP   # an expert is the decoder's MLP at expert_ffn wide
 
 
 def plan(idx, keep, weights):
