@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from labkit.mlp import MLP
 from labkit.moe import router as R
