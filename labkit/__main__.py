@@ -25,7 +25,6 @@ import importlib
 import os
 import sys
 
-from labkit import cli_rules
 
 COMMANDS = {
     "memory": ("labkit.predict.memory", "per-GPU memory ledger (ZeRO stages, FSDP, offload)"),
@@ -47,6 +46,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv=None) -> int:
+    # here, not at the top: the in-page calculators import COMMANDS in the
+    # browser (Pyodide), where cli_rules' signals and files do not exist
+    from labkit import cli_rules
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
