@@ -19,7 +19,7 @@ import json
 import sys
 
 # Arguments a form never shows: output switches of the command line.
-HIDDEN = {"help", "json", "plot"}
+HIDDEN = {"help", "json", "plot", "hf_config"}   # a page has no files
 
 
 def _commands() -> dict:
@@ -32,8 +32,11 @@ class _Parser(argparse.ArgumentParser):
         raise ValueError(message)
 
 
-def parser(name: str) -> argparse.ArgumentParser:
-    """The command's own parser (``add_arguments`` of its module)."""
+def parser(name: str, rules: bool = False) -> argparse.ArgumentParser:
+    """The command's own parser (``add_arguments`` of its module); with
+    ``rules``, every number and file argument checked as the command line
+    checks it (:func:`labkit.cli_rules.apply`), so a bad value gets the
+    command line's own message."""
     commands = _commands()
     if name not in commands:
         raise ValueError(f"unknown calculator {name!r} (labkit commands: "
@@ -41,6 +44,9 @@ def parser(name: str) -> argparse.ArgumentParser:
     module = importlib.import_module(commands[name][0])
     p = _Parser(prog=f"python -m labkit {name}", add_help=False)
     module.add_arguments(p)
+    if rules:
+        from labkit import cli_rules
+        cli_rules.apply(name, p)
     return p
 
 
@@ -87,11 +93,13 @@ def run(name: str, argv: list[str]) -> dict:
 
     Bad input gives ``{"error": message}`` (the command line's own message).
     """
-    p = parser(name)
+    from labkit import cli_rules
+    p = parser(name, rules=True)
     module = importlib.import_module(_commands()[name][0])
     out = io.StringIO()
     try:
         args = p.parse_args(list(argv) + ["--json"])
+        cli_rules.check_costs(name, args)
         with contextlib.redirect_stdout(out):
             module.main(args)
     except (ValueError, KeyError) as e:

@@ -90,10 +90,12 @@ def fetch(dest: Path | None = None) -> Path:
 
 
 def python_zip() -> bytes:
-    """``labkit/{__init__,__main__}.py``, ``labkit/predict/*.py`` and
-    ``calc_core.py``: everything the browser imports."""
+    """``labkit/{__init__,__main__,cli_rules,disk}.py``,
+    ``labkit/predict/*.py`` and ``calc_core.py``: everything the browser
+    imports (cli_rules: the command line's checks of every value)."""
     root = checkout()
-    files = [root / "labkit" / "__init__.py", root / "labkit" / "__main__.py",
+    files = [*(root / "labkit" / f for f in ("__init__.py", "__main__.py",
+                                             "cli_rules.py", "disk.py")),
              *sorted((root / "labkit" / "predict").glob("*.py"))]
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
