@@ -164,13 +164,15 @@ class Bubblewrap(Jail):
                   "alternatives", "fonts", "matplotlibrc"):
             if Path("/etc", f).exists():
                 a += ["--ro-bind", f"/etc/{f}", f"/etc/{f}"]
+        size = ["--size", str(DISK)]
+        # /tmp first: a checkout or venv under /tmp is bound over it, not
+        # hidden by it (bwrap mounts in the order given)
+        a += [*size, "--tmpfs", "/tmp"]
         for p in self.venvs + [str(Path(x).resolve()) for x in
                                env.get("GRADING_RO", "").split(":") if x]:
             a += ["--ro-bind", p, p]
-        size = ["--size", str(DISK)]
         a += ["--ro-bind", str(course), "/grading/course",
               *size, "--tmpfs", "/grading/course/_build",
-              *size, "--tmpfs", "/tmp",
               *size, "--tmpfs", "/grading/work"]
         for f in sorted(work.iterdir()):
             if f.is_file() and not f.is_symlink():
