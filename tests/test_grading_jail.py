@@ -189,3 +189,18 @@ def test_a_jail_is_quiet_while_the_grader_measures(tmp_path):
     finally:
         JAIL.stop(p)
         box.close()
+
+
+def test_a_venv_under_tmp_is_not_hidden_by_the_jails_tmp(tmp_path):
+    """bwrap mounts in the order given: the writable /tmp comes before the
+    read-only binds of the venvs, so a checkout under /tmp (a fresh clone
+    in /tmp, CI's folder...) keeps its Python inside the jail."""
+    j = jails.Bubblewrap("bwrap")
+    j.venvs = ["/tmp/some-clone/.venv"]
+    (tmp_path / "nb.ipynb").write_text("{}")
+    a = j.wrap(["python"], tmp_path, tmp_path, {}, False, [])
+    tmp = next(i for i in range(len(a) - 1)
+               if a[i] == "--tmpfs" and a[i + 1] == "/tmp")
+    venv = next(i for i in range(len(a) - 1)
+                if a[i] == "--ro-bind" and a[i + 1] == j.venvs[0])
+    assert tmp < venv, a
