@@ -103,10 +103,17 @@ def grad_scaler_run(a, data, steps, init_scale, growth_interval):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     scaler = torch.amp.GradScaler("cpu", init_scale=init_scale,
                                   growth_interval=growth_interval)
+    return scaled_steps(model, opt, scaler, data, steps, autocast=True)
+
+
+def scaled_steps(model, opt, scaler, data, steps, autocast=False):
+    """``steps`` fp16 steps through a loss scaler (``GradScaler`` or FSDP's
+    ``ShardedGradScaler``): each step's scale, loss and whether the scaler
+    skipped it (the scale dropped: an inf or NaN gradient)."""
     out = []
     for s in range(steps):
         x, y = data(s)
-        with torch.autocast("cpu", torch.float16):
+        with torch.autocast("cpu", torch.float16, enabled=autocast):
             loss = model(x, y)
         before = scaler.get_scale()
         scaler.scale(loss.float()).backward()

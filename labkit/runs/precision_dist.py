@@ -82,18 +82,9 @@ def sharded_scaler(a, args, ctx):
     scaler = ShardedGradScaler(device=ctx.device.type,
                                init_scale=args.init_scale,
                                growth_interval=args.growth_interval)
-    out = []
-    for s in range(args.scaler_steps):
-        x, y = _data(a, args, ctx, s)
-        loss = model(x, y)
-        before = scaler.get_scale()
-        scaler.scale(loss.float()).backward()
-        scaler.step(opt)
-        scaler.update()
-        opt.zero_grad()
-        out.append({"step": s, "scale": before, "loss": loss.item(),
-                    "skipped": scaler.get_scale() < before})
-    return out
+    from labkit.runs.precision import scaled_steps
+    return scaled_steps(model, opt, scaler,
+                        lambda s: _data(a, args, ctx, s), args.scaler_steps)
 
 
 def all_reduce(model, ctx):
