@@ -60,8 +60,19 @@ def run_cases(cases: list, gpu: float, cache: dict) -> list[dict]:
 _PENDING: list = []  # the cases a forked worker runs, by index
 
 
+FORK_REFUSED = "autograd's threading in combination with fork"
+
+
 def _dry_step_at(i: int):
-    return i, dry_step(_PENDING[i])
+    try:
+        return i, dry_step(_PENDING[i])
+    except RuntimeError as e:
+        # a parent that ran autograd on a device engine thread before the
+        # fork leaves children that cannot run backward (PyTorch's wiki,
+        # "Autograd and Fork"): the parent runs that case itself
+        if FORK_REFUSED in str(e):
+            return i, None
+        raise
 
 
 def run_all(cases: list, cache: dict, workers: int) -> None:
@@ -69,7 +80,9 @@ def run_all(cases: list, cache: dict, workers: int) -> None:
 
     Each step runs in its own forked process (fake mode and the fake
     process group are per process), so the profile's cases share the
-    machine's cores; only the measured bytes come back."""
+    machine's cores; only the measured bytes come back. A case a forked
+    child cannot run (autograd refuses after the parent's engine threads)
+    runs in this process instead, after the pool."""
     import multiprocessing as mp
     todo, seen = [], set()
     for c in cases:
@@ -80,14 +93,21 @@ def run_all(cases: list, cache: dict, workers: int) -> None:
     if workers <= 1 or len(todo) <= 1:
         return
     _PENDING[:] = todo
+    refused = []
     try:
         with mp.get_context("fork").Pool(workers, maxtasksperchild=1) as pool:
             for i, measured in pool.imap_unordered(_dry_step_at,
                                                    range(len(todo))):
+                if measured is None:
+                    refused.append(i)
+                    continue
                 c = todo[i]
                 cache[c.key or id(c)] = (c.lab, c.variant, measured)
     finally:
         _PENDING.clear()
+    for i in sorted(refused):
+        c = todo[i]
+        cache[c.key or id(c)] = (c.lab, c.variant, dry_step(c))
 
 
 def dry_profile(profile: str, gpu: float, only: str | None = None,
