@@ -166,3 +166,21 @@ def test_a_symlinked_run_dir_is_refused(tmp_path):
 def test_a_launch_timeout_must_be_finite_and_positive(timeout):
     with pytest.raises(ValueError, match="finite positive timeout"):
         launch("labkit.runs.selftest", 2, {"mode": "ok"}, timeout=timeout)
+
+
+def test_a_rank_that_printed_nothing_is_still_in_the_report(tmp_path):
+    """A rank that started and was ended before printing anything (a node
+    whose peer died) is named with its empty logs, and counts as having
+    run, so the report is not cut to the rendezvous's one line."""
+    from labkit.launch import _ranks_ran
+    from labkit.launch.report import failure_report
+    assert not _ranks_ran(tmp_path)  # never met: no rank's log exists
+    for r in (0, 1):
+        d = tmp_path / "logs" / "run" / "attempt_0" / str(r)
+        d.mkdir(parents=True)
+        (d / "stdout.log").write_text("")
+        (d / "stderr.log").write_text("")
+    assert _ranks_ran(tmp_path)
+    text = failure_report(tmp_path, 2, "x failed", explain=False)
+    assert "--- rank 0: its logs are empty" in text
+    assert "--- rank 1: its logs are empty" in text

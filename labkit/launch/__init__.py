@@ -211,9 +211,10 @@ def _timed_out(run_dir: Path, nproc: int, endpoint, what: str,
 
 
 def _ranks_ran(run_dir: Path) -> bool:
-    """Whether any rank of this node wrote to its log."""
-    return any(f.stat().st_size for fs in rank_logs(run_dir).values()
-               for f in fs)
+    """Whether torchrun started any rank of this node (it makes a rank's
+    log files as it starts it, after the rendezvous): a rank that printed
+    nothing still ran, and its (empty) log is part of the report."""
+    return bool(rank_logs(run_dir))
 
 
 def _collect(run_dir: Path, nproc: int, nnodes: int) -> list[dict]:

@@ -62,9 +62,11 @@ def failure_report(run_dir: Path, nproc: int, headline: str,
     parts = [headline + (f": {why}" if why else ""),
              f"run folder: {run_dir}"]
     for r in bad[:2]:
-        for f in logs.get(r, []):
-            if not f.stat().st_size:
-                continue
+        files = [f for f in logs.get(r, []) if f.stat().st_size]
+        if logs.get(r) and not files:  # it started and printed nothing
+            parts.append(f"--- rank {r}: its logs are empty (it printed "
+                         "nothing before it ended) ---")
+        for f in files:
             parts.append(f"--- rank {r} {f.name} (last {LOG_TAIL_LINES} lines) ---")
             parts.append(_tail(f))
     parts.append("--- torchrun ---")
