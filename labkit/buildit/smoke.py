@@ -28,7 +28,6 @@ already has a process group keeps it and is refused: one line).
 """
 from __future__ import annotations
 
-import os
 import tempfile
 import types
 from pathlib import Path
@@ -99,16 +98,8 @@ def smoke(lab: str, *objs, ranks: bool = True, run_dir=None,
         return result
     run_dir = Path(run_dir or tempfile.mkdtemp(prefix=f"buildit-{lab}-"))
     n = buildit.LABS[lab]
-    # what a rank prints reaches its log before an error ends it
-    old = os.environ.get("PYTHONUNBUFFERED")
-    os.environ["PYTHONUNBUFFERED"] = "1"
-    try:
-        result = buildit.run(lab, *objs, config=config, run_dir=run_dir)
-    finally:
-        if old is None:
-            os.environ.pop("PYTHONUNBUFFERED", None)
-        else:
-            os.environ["PYTHONUNBUFFERED"] = old
+    # the launch runs ranks unbuffered: their prints are in the logs
+    result = buildit.run(lab, *objs, config=config, run_dir=run_dir)
     print(f"\n{n} real ranks ({lab}), run folder {run_dir}:")
     if result.get("error"):
         print(f"the run failed: {result['error']}")
