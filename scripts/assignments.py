@@ -17,6 +17,10 @@ For each master found, ``otter assign`` writes
 - ``_build/assignments/solution/NN_<lab>.ipynb``: the answer key (the
   notebook with solutions and every test), for instructors only.
 
+The book links each lab page to its student notebook (``handouts``,
+called by scripts/build_book.py: the copy built here, or one made
+without running the solutions), never to the master.
+
 ``otter assign`` runs the solutions against their own tests (which executes
 the master, real runs included) and refuses a master whose solutions fail:
 this script then exits 1 and shows otter's output. So does a student cell
@@ -179,6 +183,52 @@ def build(name: str, master: Path, timeout: float) -> dict:
         shutil.copy2(solution, OUT / "solution" / master.name)
         shutil.copy2(zips[-1], OUT / "autograder" / f"{name}.zip")
     return {"name": name, "status": "ok", "seconds": seconds, "log": ""}
+
+
+def handout(name: str, master: Path, dest: Path,
+            timeout: float = 300.0) -> Path:
+    """The student notebook of one master in ``dest`` (what the book's lab
+    page links), made the way ``build`` makes it but without running the
+    solutions (``otter assign --no-run-tests``: seconds, no real runs):
+    ``make assignments`` is where the solutions are checked. The same
+    checks for leaks and cells that do not compile; a failure is one
+    line (SystemExit)."""
+    env = dict(os.environ, PYTHONPATH=checkout_pythonpath())
+    with tempfile.TemporaryDirectory(prefix=f"handout-{name}-") as tmp:
+        rc, log = run_group([sys.executable, "-m", "otter", "assign",
+                             "--no-run-tests", "--no-pdfs", str(master),
+                             str(Path(tmp) / "out")], timeout, cwd=tmp,
+                            env=env)
+        student = Path(tmp) / "out" / "student" / master.name
+        if rc != 0 or not student.exists():
+            tail = log.strip().splitlines()[-1:] or ["no output"]
+            raise SystemExit(f"assignments: no student notebook for {name}"
+                             f" (otter assign: {tail[0][:200]})")
+        bad = leaked(student) or uncompilable(student)
+        if bad:
+            raise SystemExit(f"assignments: the student notebook of {name} "
+                             f"is not fit to hand out: {bad[0]}")
+        find_notebook(student, name)
+        dest.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(student, dest / master.name)
+    return dest / master.name
+
+
+def handouts(dest: Path, jobs: int = 3) -> list[Path]:
+    """Every master's student notebook in ``dest``: the copy ``make
+    assignments`` built (solutions checked) where it is newer than its
+    master, else a fresh ``handout``."""
+    def one(item):
+        name, master = item
+        built = OUT / "student" / master.name
+        if built.exists() and built.stat().st_mtime >= \
+                master.stat().st_mtime and not leaked(built):
+            dest.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(built, dest / master.name)
+            return dest / master.name
+        return handout(name, master, dest)
+    with ThreadPoolExecutor(max(1, jobs)) as pool:
+        return list(pool.map(one, discover().items()))
 
 
 def main(argv=None) -> int:

@@ -22,6 +22,10 @@ what it was measured, or that it was not run), and the absolute path of
 this checkout (and of the node's, from a bundle) is taken out of the
 staged notebooks, so no published page shows a local path.
 
+Each lab page links its assignment as handed out to students (the
+otter master without solutions or hidden tests: ``stage_handouts``), never
+the master.
+
 Each staged run is verified where it is read (``labkit.resultsfile``): its
 ``results.json`` must hold the documented records and its files the
 SHA-256 the runner stored when the lab completed. A damaged or missing
@@ -208,6 +212,15 @@ def stage(labs_from: Path | None, out: Path, partial: bool = False) -> Path:
     return src
 
 
+def stage_handouts(src: Path) -> list[Path]:
+    """Each lab's assignment as handed out (no solutions, no hidden
+    tests) in ``src/assignments``, where the lab page's "Assignment" cell
+    links it (a download): scripts/assignments.py ``handouts``."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import assignments
+    return assignments.handouts(src / "assignments")
+
+
 def student_edition(src: Path) -> None:
     """The student edition: exercises without their solutions, no copy of
     the page sources (they hold the solutions), no instructor guide."""
@@ -255,6 +268,7 @@ def main(argv=None) -> int:
                         out, a.partial)
     except disk.DiskError as e:
         raise SystemExit(f"build stopped: {e}") from None
+    stage_handouts(src)
     if a.student:
         student_edition(src)
     if a.no_execute:

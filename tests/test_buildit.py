@@ -27,14 +27,21 @@ FAILS = {
     "sharding_per_param": {"buckets"},
     "sharding_after_backward": {"overlap"},
     "sharding_sum": {"grads"},
-    "zero_all_reduce": {"bytes"},
-    "zero_no_gather": {"params", "bytes"},
-    "zero_fresh_state": {"params"},
-    "tp_no_f": {"grads", "comm"},
-    "tp_g_backward": {"grads", "comm"},
-    "tp_bias_each_rank": {"output"},
-    "pp_gpipe": {"order"},
-    "pp_warmup_p_minus_r": {"order"},
+    # the ZeRO-1 style fixtures reduce in step(): none frees in backward
+    "zero_all_reduce": {"bytes", "freed"},
+    "zero_no_gather": {"params", "bytes", "freed"},
+    "zero_fresh_state": {"params", "state", "freed"},
+    "zero_stage1": {"freed"},
+    # issue 29's loophole: right params and bytes, 0 on the memory checks
+    "zero_full_adam": {"state", "freed"},
+    # the pair's fixtures predate parts=: the fused-QKV case fails too
+    "tp_no_f": {"grads", "comm", "qkv"},
+    "tp_g_backward": {"grads", "comm", "qkv"},
+    "tp_bias_each_rank": {"output", "qkv"},
+    "tp_fused_contiguous": {"qkv"},
+    # GPipe's order has 1F1B's bubble: it loses the in-flight point
+    "pp_gpipe": {"order", "in_flight"},
+    "pp_warmup_p_minus_r": {"order", "in_flight"},
     "pp_sequential": {"order", "bubble"},
 }
 PREFIX = {"sharding": "sharding_", "zero": "zero_",

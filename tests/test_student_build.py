@@ -126,6 +126,7 @@ def leaks(html_dir: Path, frags, distinct) -> dict:
 def student_html(tmp_path_factory):
     out = tmp_path_factory.mktemp("student") / "_build"
     src = build_book.stage(None, out)
+    build_book.stage_handouts(src)
     build_book.student_edition(src)
     cfg = yaml.safe_load((src / "_config.yml").read_text())
     cfg["execute"]["execute_notebooks"] = "off"
@@ -152,8 +153,17 @@ def test_student_edition_has_no_solution_text(student_html):
 def test_student_edition_publishes_only_html(student_html):
     """book.yml publishes this folder: the pages, no notebook or source
     copy (``jupyter_execute/`` and ``src/`` stay beside it, unpublished),
-    and no "Download source file" link to the ``_sources/`` it lacks."""
-    assert not list(student_html.rglob("*.ipynb"))
+    and no "Download source file" link to the ``_sources/`` it lacks. The
+    only notebooks are the assignments as handed out, which the lab pages
+    link (``_downloads/``), one per lab, with no solution in them."""
+    import assignments
+    handed = sorted(student_html.rglob("*.ipynb"))
+    assert sorted(p.name for p in handed) == sorted(
+        p.name for p in (ROOT / "labs").glob("[0-9]*_*.ipynb"))
+    assert all("_downloads" in p.parts and not assignments.leaked(p)
+               for p in handed)
+    lab = (student_html / "labs" / "04_zero.html").read_text()
+    assert "_downloads/" in lab and "04_zero.ipynb" in lab
     assert not list(student_html.rglob("*.md"))
     assert not any(p.name in ("jupyter_execute", "src", "_sources")
                    for p in student_html.rglob("*") if p.is_dir())

@@ -270,3 +270,5 @@ def show(result: dict):
     except ImportError:  # plain Python
         print(df.to_string(index=False))
     return df
+
+from labkit.buildit.smoke import smoke, tails  # noqa: E402,F401

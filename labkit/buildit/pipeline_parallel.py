@@ -19,7 +19,12 @@ checker (``reference``); ``order``: each stage's forwards and backwards are the
 textbook table (``labkit.predict.pipeline_parallel.rank_order``);
 ``bubble``: idle slots / all slots = (p-1)/(m+p-1)
 (``idle_fraction("1f1b", p, m)``; chapter 6's (p-1)/m is the same bubble
-over the ideal time instead of the step).
+over the ideal time instead of the step); ``in_flight``: the most
+micro-batches whose activations a stage holds at once (forward run,
+backward not yet), counted by the :class:`Stage` itself, is at most
+min(p - r, m) on stage r. With equal forward and backward slots GPipe's
+order has the same bubble as 1F1B; what 1F1B buys is this: GPipe's first
+stage holds all m micro-batches (Narayanan et al., SC 2021, sec. 2.2).
 """
 from __future__ import annotations
 
@@ -46,6 +51,7 @@ class Stage:
         self.layer, self.xs, self.ys = layer, xs, ys
         self.clock, self.events, self.sends = 0.0, [], []
         self.inputs, self.outputs = {}, {}
+        self.peak_in_flight = 0     # micro-batches held at once
 
     def _send(self, t, i, to):
         import torch
@@ -87,6 +93,7 @@ class Stage:
         else:
             self._send(y, i, self.rank + 1)
         self.inputs[i], self.outputs[i] = x, y
+        self.peak_in_flight = max(self.peak_in_flight, len(self.outputs))
 
     def backward(self, i: int) -> None:
         if i not in self.outputs:
@@ -148,7 +155,8 @@ def rank_run(ctx, mod, cfg) -> dict:
     tdist.barrier()
     return {"events": stage.events, "end": stage.clock,
             "grads": [flat(q.grad) for q in layer.parameters()],
-            "no_backward": sorted(stage.outputs)}
+            "no_backward": sorted(stage.outputs),
+            "in_flight": stage.peak_in_flight}
 
 
 def check_grads(result):
@@ -200,11 +208,27 @@ def check_bubble(result):
 
 
 
+def check_in_flight(result):
+    p, m = len(result["ranks"]), result["config"]["micro_batches"]
+    got = [r["in_flight"] for r in result["ranks"]]
+    want = [min(p - r, m) for r in range(p)]
+    bad = [r for r in range(p) if type(got[r]) is not int
+           or not 0 < got[r] <= want[r]]
+    return not bad, got, f"at most {want}", (
+        f"stage {bad[0]} held the activations of {got[bad[0]]} "
+        f"micro-batches at once, more than 1F1B's p - r = {want[bad[0]]}: "
+        "GPipe's order (every forward, then every backward) has the same "
+        "bubble but holds all m; 1F1B starts a micro-batch's backward as "
+        "soon as the last stage can, so that a stage never holds more "
+        "than p - r" if bad else "")
+
+
 def min_wire(cfg, w: int) -> int:
     """Half the bytes of the activations and gradients that cross the
     p - 1 stage boundaries, once each way per micro-batch."""
     msg = 4 * (cfg["batch"] * cfg["hidden"] + 2)
     return (w - 1) * cfg["micro_batches"] * 2 * msg // 2
+
 
 def expected(cfg, world_size: int) -> dict:
     from labkit.predict.pipeline_parallel import idle_fraction, rank_order
@@ -214,8 +238,11 @@ def expected(cfg, world_size: int) -> dict:
             "order": "; ".join(f"stage {r}: " + " ".join(
                 f"{k}{i}" for k, i, _ in ops) for r, ops in table.items()),
             "bubble": f"(p-1)/(m+p-1) = {idle_fraction('1f1b', p, m):.3f} "
-                      f"of {2 * (m + p - 1)} slots"}
+                      f"of {2 * (m + p - 1)} slots",
+            "in_flight": "micro-batches held at once per stage: at most "
+                         f"{[min(p - r, m) for r in range(p)]} (GPipe: "
+                         f"{m} on every stage)"}
 
 
-CHECKS = [("grads", 2, check_grads), ("order", 1, check_order),
-          ("bubble", 1, check_bubble)]
+CHECKS = [("grads", 1, check_grads), ("order", 1, check_order),
+          ("bubble", 1, check_bubble), ("in_flight", 1, check_in_flight)]

@@ -14,12 +14,23 @@ The student writes ``ColumnParallelLinear(full, rank, world_size)`` and
 The harness runs ``row(gelu(col(x)))`` on every rank and the unsplit pair
 in one process on the same ``x`` and output gradient ``dy``.
 
+A second case is an attention block with a *fused* QKV projection, an
+``nn.Linear(h, 3h)`` laid out ``[q; k; v]`` (GPT-2's), given to
+``ColumnParallelLinear(qkv, rank, world_size, parts=3)``: the student must
+keep this rank's heads of *each* of the three parts, and the harness reads
+the rank's output as ``[3, heads / N, d]``. A contiguous split of the 3h
+rows gives rank 0 all of Q and half of K: every shape fits and the output
+is wrong (chapter 5, "The silent bug"; Megatron stores the weight
+interleaved per head, ``[a, 3, d]``, so that a contiguous split is right).
+
 Checks (plain data from every rank: its output and gradients as plain
 lists, compared with the unsplit pair run by the checker, ``reference``):
 ``output`` equals the unsplit pair's;
 ``grads``: the input gradient and every weight and bias gradient equal the
 matching block of the unsplit gradients; ``comm``: one all-reduce of
-``tokens x hidden`` forward and one backward, nothing else.
+``tokens x hidden`` forward and one backward, nothing else; ``qkv``: the
+attention block's output and input gradient equal the unsplit block's
+(the hidden tests run it with more heads).
 """
 from __future__ import annotations
 
@@ -29,10 +40,10 @@ import math
 
 from labkit.buildit.tensors import cache_key, flat, gap
 
-CONFIG = {"hidden": 16, "tokens": 6, "seed": 0}
+CONFIG = {"hidden": 16, "tokens": 6, "heads": 2, "seed": 0}
 # the hidden tests' (big enough that what a step must send outweighs the
 # launch's own traffic: labkit.buildit.grade's wire check)
-HIDDEN = {"hidden": 48, "tokens": 512, "seed": 1}
+HIDDEN = {"hidden": 48, "tokens": 512, "heads": 4, "seed": 1}
 TOL = 1e-5
 
 
@@ -47,6 +58,28 @@ def _pair(cfg):
     return full1, full2, x, dy
 
 
+def _attention(cfg):
+    """A fused [q; k; v] projection, the output projection, x and dy."""
+    import torch
+    from torch import nn
+    h = cfg["hidden"]
+    torch.manual_seed(cfg["seed"] + 7)
+    qkv, proj = nn.Linear(h, 3 * h), nn.Linear(h, h)
+    return qkv, proj, torch.randn(cfg["tokens"], h), \
+        torch.randn(cfg["tokens"], h)
+
+
+def attend(fused, heads: int):
+    """Softmax attention over the tokens of a [tokens, 3 * heads * d]
+    projection read as [3, heads, d] (q, k, v of the same heads)."""
+    import torch
+    t = fused.shape[0]
+    q, k, v = fused.view(t, 3, heads, -1).unbind(1)
+    q, k, v = (z.transpose(0, 1) for z in (q, k, v))   # [heads, t, d]
+    a = torch.softmax(q @ k.transpose(1, 2) / q.shape[-1] ** 0.5, -1)
+    return (a @ v).transpose(0, 1).reshape(t, -1)
+
+
 @functools.lru_cache(maxsize=4)
 def _reference(key) -> dict:
     from torch import nn
@@ -55,7 +88,12 @@ def _reference(key) -> dict:
     x = x.clone().requires_grad_()
     y = full2(nn.functional.gelu(full1(x)))
     y.backward(dy)
-    return {"output": y.detach(), "input": x.grad,
+    qkv, proj, xa, dya = _attention(cfg)
+    xa.requires_grad_()
+    ya = proj(attend(qkv(xa), cfg["heads"]))
+    ya.backward(dya)
+    return {"attention output": ya.detach(), "attention input": xa.grad,
+            "output": y.detach(), "input": x.grad,
             "column weight": full1.weight.grad,
             "column bias": full1.bias.grad,
             "row weight": full2.weight.grad, "row bias": full2.bias.grad}
@@ -99,7 +137,26 @@ def rank_run(ctx, mod, cfg) -> dict:
              "row bias": grad(row.bias)}
     return {"output": [list(y.shape), flat(y)], "grads": grads,
             "forward": [(c["op"], c["bytes"]) for c in fwd.records],
-            "backward": [(c["op"], c["bytes"]) for c in bwd.records]}
+            "backward": [(c["op"], c["bytes"]) for c in bwd.records],
+            "attention": _rank_attention(mod, cfg, r, w)}
+
+
+def _rank_attention(mod, cfg, r, w) -> dict:
+    """The fused-QKV case on this rank; the student's error is its own
+    result (the pair's checks still grade)."""
+    from labkit.runs.buildit import describe
+    qkv, proj, x, dy = _attention(cfg)
+    try:
+        col = mod.ColumnParallelLinear(qkv, r, w, parts=3)
+        row = mod.RowParallelLinear(proj, r, w)
+        x = x.clone().requires_grad_()
+        y = row(attend(col(x), cfg["heads"] // w))
+        y.backward(dy)
+    except Exception as e:  # noqa: BLE001 - the student's error is data
+        return {"error": describe(e, getattr(mod, "__file__", None) or "")}
+    g = x.grad
+    return {"output": [list(y.shape), flat(y)],
+            "input": None if g is None else [list(g.shape), flat(g)]}
 
 
 def _gap(mine, want) -> float:
@@ -156,19 +213,40 @@ def check_comm(result):
 
 
 
+def check_qkv(result):
+    w = len(result["ranks"])
+    ref = reference(result["config"], w, 0)
+    got = [r.get("attention") or {} for r in result["ranks"]]
+    err = next((g["error"] for g in got if g.get("error")), None)
+    worst = math.inf if err else max(
+        max(_gap(g.get("output"), ref["attention output"]),
+            _gap(g.get("input"), ref["attention input"])) for g in got)
+    return worst < TOL, worst, f"< {TOL:g}", (
+        f"ColumnParallelLinear(qkv, rank, world_size, parts=3) failed: "
+        f"{err}" if err else
+        f"with a fused [q; k; v] weight the attention output or input "
+        f"gradient differs from the unsplit block's by up to {worst:.3g}: "
+        f"keep this rank's block of EACH of the three parts (its heads' q, k "
+        "and v), not a block of the 3h rows, which gives rank 0 all of q "
+        "and half of k")
+
+
 def min_wire(cfg, w: int) -> int:
     """Half the least bytes f and g move (two all-reduces of B bytes:
     2 (N-1) B each)."""
     b = 4 * cfg["tokens"] * cfg["hidden"]
     return 2 * 2 * (w - 1) * b // 2
 
+
 def expected(cfg, world_size: int) -> dict:
     b = 4 * cfg["tokens"] * cfg["hidden"]
     return {"output": f"max |y - unsplit y| < {TOL:g}",
             "grads": f"every gradient within {TOL:g} of its unsplit block",
             "comm": f"forward: 1 all-reduce of {b} B (g); backward: 1 "
-                    f"all-reduce of {b} B (f)"}
+                    f"all-reduce of {b} B (f)",
+            "qkv": f"fused [q; k; v], {cfg['heads']} heads: attention "
+                   f"output and input gradient within {TOL:g}"}
 
 
-CHECKS = [("output", 1, check_output), ("grads", 2, check_grads),
-          ("comm", 1, check_comm)]
+CHECKS = [("output", 1, check_output), ("grads", 1, check_grads),
+          ("comm", 1, check_comm), ("qkv", 1, check_qkv)]

@@ -1,18 +1,28 @@
-"""Build it, lab 4: a ZeRO-1/2 sharded Adam optimizer.
+"""Build it, lab 4: ZeRO-2, a sharded Adam that frees gradients in backward.
 
-The student writes ``ShardedAdam(params, lr)`` whose ``step()`` runs after
-a plain local backward (no DDP): reduce-scatter the gradients so that each
-rank receives the *average* of its 1/N shard, run Adam on that shard only
-(its moments live on this rank only: 12/N bytes per parameter in mixed
-precision), then all-gather the updated parameters (Rajbhandari et al.,
+The student writes ``ShardedAdam(params, lr)``. Each rank keeps Adam's
+moments (and an fp32 master copy) for its 1/N shard only; during the plain
+local backward (no DDP) it reduce-scatters each gradient as autograd
+produces it (a post-accumulate-grad hook), keeps the *average* of its
+shard and frees the full gradient (``p.grad = None``); ``step()`` runs Adam
+on the shard and all-gathers the updated parameters (Rajbhandari et al.,
 "ZeRO", SC 2020, sec. 5.1-5.2: Phi reduce-scatter + Phi all-gather, the
-same volume as DDP's all-reduce).
+same volume as DDP's all-reduce; 12 Psi / N bytes of optimizer state and
+2 Psi / N of gradients per rank instead of 16 Psi).
 
 Checks (on plain data from every rank):
 ``params``: after ``steps`` steps every rank's parameters (handed over as
 plain lists) equal single-process Adam on the whole batch, computed by the
-checker (``reference``); ``bytes``: per step the counter sees Phi of reduce-scatter and
-Phi of all-gather (padding allowed) and no all-reduce.
+checker (``reference``); ``bytes``: per step (backward + ``step()``) the
+counter sees Phi of reduce-scatter and Phi of all-gather (padding allowed)
+and no all-reduce; ``state``: what the optimizer keeps between steps,
+measured by the harness (``labkit.buildit.kept``), is the shard's: between
+Adam's two moments (8 Psi / N bytes) and those plus the fp32 master
+(12 Psi / N): full Adam on every rank keeps 8 Psi and fails;
+``freed``: the model's live gradients, measured by the harness after every
+gradient's accumulation in backward, never exceed Phi / 2 (ZeRO-2 frees
+each one once reduced; ZeRO-1, which keeps all of them until ``step()``,
+holds Phi at the end of backward).
 """
 from __future__ import annotations
 
@@ -22,11 +32,13 @@ import math
 
 from labkit.buildit.tensors import cache_key, flat, gap
 
-CONFIG = {"sizes": [16, 32, 32, 4], "batch": 8, "steps": 3, "lr": 1e-2,
-          "seed": 0}
+# no layer holds more than a third of the parameters, so that a rank that
+# frees each gradient once reduced stays far below Phi / 2 ("freed")
+CONFIG = {"sizes": [16, 32, 32, 32, 16], "batch": 8, "steps": 3,
+          "lr": 1e-2, "seed": 0}
 # the hidden tests' (big enough that what a step must send outweighs the
 # launch's own traffic: labkit.buildit.grade's wire check)
-HIDDEN = {"sizes": [64, 384, 192, 8], "steps": 4, "seed": 1}
+HIDDEN = {"sizes": [96, 192, 192, 192, 96], "steps": 4, "seed": 1}
 
 TOL = 1e-5
 
@@ -67,24 +79,40 @@ def reference(cfg, w) -> list:
 def rank_run(ctx, mod, cfg) -> dict:
     from torch import nn
 
+    from labkit.buildit.kept import kept_bytes
     from labkit.buildit.sharding import mlp
     from labkit.measure.collectives import CollectiveCounter
 
     w, b = ctx.world_size, cfg["batch"]
     xs, ys = data(cfg, w)
     model = mlp(cfg)
-    opt = mod.ShardedAdam(list(model.parameters()), lr=cfg["lr"])
+    params = list(model.parameters())
+    opt = mod.ShardedAdam(params, lr=cfg["lr"])
+    live = []     # the model's gradient bytes after each accumulation
+
+    def count(_):
+        live.append(sum(4 * p.grad.numel() for p in params
+                        if p.grad is not None))
+    # registered after the student's hooks: they run after them
+    for p in params:
+        p.register_post_accumulate_grad_hook(count)
     mine = slice(ctx.rank * b, (ctx.rank + 1) * b)
-    steps = []
+    steps, peaks = [], []
     for x, y in zip(xs, ys):
         model.zero_grad(set_to_none=True)
-        nn.functional.mse_loss(model(x[mine]), y[mine]).backward()
+        live.clear()
         with CollectiveCounter() as c:
+            nn.functional.mse_loss(model(x[mine]), y[mine]).backward()
             opt.step()
         steps.append({op: s["bytes"] for op, s in c.summary().items()})
-    return {"numels": [p.numel() for p in model.parameters()],
-            "params": [flat(p) for p in model.parameters()],
-            "bytes_per_step": steps}
+        peaks.append(max(live, default=0))
+    kept = kept_bytes([opt, vars(mod)], skip=params + [p.grad for p in
+                                                       params],
+                      home=getattr(mod, "__name__", None))
+    return {"numels": [p.numel() for p in params],
+            "params": [flat(p) for p in params],
+            "bytes_per_step": steps, "grad_peak_per_step": peaks,
+            "state_bytes": kept}
 
 
 def check_params(result):
@@ -120,7 +148,7 @@ def check_bytes(result):
                         if "all_reduce" in s else "")
                 return False, seen or "nothing", \
                     f"reduce_scatter {phi} B, all_gather {phi} B", (
-                        f"per step ZeRO-1/2 sends Phi = {phi} bytes of "
+                        f"per step ZeRO-2 sends Phi = {phi} bytes of "
                         f"reduce-scatter and Phi of all-gather and nothing "
                         f"else; the counter saw {seen or 'no collective'}."
                         + hint)
@@ -128,21 +156,74 @@ def check_bytes(result):
         f"reduce_scatter {phi} B, all_gather {phi} B", ""
 
 
+def _sizes(cfg, w):
+    from labkit.buildit.sharding import numels
+    n = numels(cfg["sizes"])
+    return sum(n), sum(-(-k // w) for k in n)   # Psi; shards padded per tensor
+
+
+def state_bounds(cfg, w) -> tuple[int, int]:
+    """Bytes a rank's ZeRO optimizer keeps between steps: Adam's two fp32
+    moments for its shard (8 Psi / N) at least, those and an fp32 master
+    shard (12 Psi / N, shards padded per tensor, a scalar step count per
+    tensor) at most."""
+    from labkit.buildit.sharding import numels
+    psi, padded = _sizes(cfg, w)
+    return 8 * psi // w, 12 * padded + 64 * len(numels(cfg["sizes"]))
+
+
+def check_state(result):
+    w = len(result["ranks"])
+    low, high = state_bounds(result["config"], w)
+    full = 8 * _sizes(result["config"], w)[0]
+    got = [r["state_bytes"] for r in result["ranks"]]
+    bad = [g for g in got if type(g) is not int or not low <= g <= high]
+    if not bad:
+        return True, got, f"{low} .. {high} B per rank", ""
+    fix = ("build Adam over this rank's shard only, not over the model's "
+           "parameters" if type(bad[0]) is int and bad[0] > high else
+           "keep Adam's moments for the shard from step to step")
+    return False, got, f"{low} .. {high} B per rank", (
+        f"your optimizer keeps {bad[0]} bytes between steps on a rank: "
+        f"ZeRO keeps Adam's two fp32 moments for 1/N of the parameters "
+        f"({low} B; {high} B with an fp32 master shard: 12 Psi / N), "
+        f"where full Adam on every rank keeps {full} B: {fix}")
+
+
+def check_freed(result):
+    phi = 4 * _sizes(result["config"], len(result["ranks"]))[0]
+    worst = max(max(r["grad_peak_per_step"]) for r in result["ranks"])
+    return worst <= phi // 2, worst, f"<= Phi / 2 = {phi // 2} B", (
+        f"during backward the model held up to {worst} B of gradients at "
+        f"once (Phi = {phi} B): ZeRO-2 reduce-scatters each gradient as "
+        "backward produces it (p.register_post_accumulate_grad_hook), "
+        "keeps its shard and frees it (p.grad = None), so that the whole "
+        "gradient never lives on a rank; ZeRO-1 keeps it until step()")
+
 
 def min_wire(cfg, w: int) -> int:
-    """Half the least bytes any ZeRO-1/2 step moves over the network in
+    """Half the least bytes any ZeRO step moves over the network in
     all (ring reduce-scatter + all-gather: 2 (N-1) Phi per step)."""
     from labkit.buildit.sharding import numels
     phi = 4 * sum(numels(cfg["sizes"]))
     return cfg["steps"] * 2 * (w - 1) * phi // 2
 
+
 def expected(cfg, world_size: int) -> dict:
     from labkit.buildit.sharding import numels
     phi = 4 * sum(numels(cfg["sizes"]))
+    psi = _sizes(cfg, world_size)[0]
+    low, high = state_bounds(cfg, world_size)
     return {"params": f"max |param - plain Adam's| < {TOL:g} after "
                       f"{cfg['steps']} steps",
             "bytes": f"per step: reduce-scatter Phi = {phi} B, all-gather "
-                     f"Phi = {phi} B, no all-reduce"}
+                     f"Phi = {phi} B, no all-reduce",
+            "state": f"kept between steps: {low} to {high} B per rank "
+                     f"(Adam's moments and fp32 master for 1/N; full "
+                     f"Adam: {8 * psi} B)",
+            "freed": f"live gradients during backward <= Phi / 2 = "
+                     f"{phi // 2} B (ZeRO-1: Phi at the end)"}
 
 
-CHECKS = [("params", 2, check_params), ("bytes", 2, check_bytes)]
+CHECKS = [("params", 1, check_params), ("bytes", 1, check_bytes),
+          ("state", 1, check_state), ("freed", 1, check_freed)]
