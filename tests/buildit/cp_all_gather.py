@@ -10,7 +10,6 @@ from torch.distributed._functional_collectives import \
 
 
 def gather(t):
-    world = dist.get_world_size()
     g = all_gather_tensor_autograd(t.transpose(0, 2).contiguous(), 0,
                                    dist.group.WORLD)
     g = g.wait() if hasattr(g, "wait") else g
