@@ -19,6 +19,7 @@ FAILS = {
     "fsdp_shard_grad_op": {"bytes", "peak"},   # no second all-gather
     "fsdp_all_reduce": {"bytes"},
     "fsdp_sum": {"params"},
+    "fsdp_cached": {"peak"},   # seen through the all-gathers' outputs
     "cp_no_rescale": {"output", "grads"},
     "cp_no_return": {"grads", "bytes"},
     "cp_blocking": {"overlap"},
@@ -90,7 +91,7 @@ def test_fsdp_bound_is_one_unit_and_its_prefetch():
 def test_fsdp_probe_counts_live_storages_only():
     import torch
 
-    from labkit.buildit.fsdp import Probe
+    from labkit.buildit.fsdp_units import Probe
     probe, a, b = Probe(), torch.zeros(10), torch.zeros(6)
     probe.track(a, a[2:], b)
     probe.sample("x")

@@ -20,16 +20,17 @@ equal single-process SGD on the whole batch (the checker's ``reference``);
 ``bytes``: per step the counter sees 2 all-gathers and 1 reduce-scatter per
 unit, 2 Phi and Phi bytes (3 Phi, chapter 3), and nothing else;
 ``peak``: at every unit's forward and backward, the gathered parameters
-alive (storages, measured by the harness) are at most one unit plus its
-prefetch: the largest two neighbouring units.
+alive are at most one unit plus its prefetch: the largest two neighbouring
+units. "Gathered" are the storages the units compute with and those the
+all-gathers write (:mod:`labkit.buildit.fsdp_units`, the probe).
 """
 from __future__ import annotations
 
 import functools
 import json
 import math
-import weakref
 
+from labkit.buildit.fsdp_units import Probe, units
 from labkit.buildit.tensors import cache_key, flat, gap
 
 CONFIG = {"sizes": [16, 33, 32, 31, 4], "batch": 4, "steps": 2,
@@ -46,6 +47,7 @@ def numels(sizes: list[int]) -> list[int]:
 
 
 def padded(sizes: list[int], w: int) -> list[int]:
+    """... each padded to a multiple of the world size."""
     return [math.ceil(n / w) * w for n in numels(sizes)]
 
 
@@ -53,78 +55,6 @@ def bound(sizes: list[int], w: int) -> int:
     """Bytes of one unit plus its prefetch: the largest neighbours."""
     p = padded(sizes, w)
     return 4 * max(a + b for a, b in zip(p, p[1:] + [0]))
-
-
-class Probe:
-    """The gathered parameters alive, from the storages the units compute
-    with (weak references: the probe keeps nothing alive)."""
-
-    def __init__(self):
-        self.seen, self.samples = [], []
-
-    def track(self, *ts):
-        for t in ts:
-            s = t.untyped_storage()
-            self.seen = [r for r in self.seen if r() is not None]
-            if not any(r() is s for r in self.seen):
-                self.seen.append(weakref.ref(s))
-
-    def sample(self, where):
-        alive = {id(s): s.nbytes() for s in (r() for r in self.seen)
-                 if s is not None}
-        self.samples.append([where, sum(alive.values())])
-
-
-def _unit_class():
-    import torch
-    from torch import nn
-
-    class Layer(torch.autograd.Function):
-        """x W^T + b (then tanh); the probe sees the W it computes with,
-        in forward and again in backward."""
-
-        @staticmethod
-        def forward(ctx, x, w, b, act, probe, name):
-            probe.track(w, b)
-            probe.sample(f"forward {name}")
-            y = x @ w.t() + b
-            if act:
-                y = torch.tanh(y)
-            ctx.save_for_backward(x, w, y)
-            ctx.act, ctx.probe, ctx.name = act, probe, name
-            return y
-
-        @staticmethod
-        def backward(ctx, dy):
-            x, w, y = ctx.saved_tensors
-            ctx.probe.track(w)
-            ctx.probe.sample(f"backward {ctx.name}")
-            if ctx.act:
-                dy = dy * (1 - y * y)
-            return dy @ w, dy.t() @ x, dy.sum(0), None, None, None
-
-    class Unit(nn.Module):
-        def __init__(self, a, b, act, probe, name):
-            super().__init__()
-            lin = nn.Linear(a, b)
-            self.weight, self.bias = lin.weight, lin.bias
-            self.act, self.probe, self.name = act, probe, name
-
-        def forward(self, x):
-            return Layer.apply(x, self.weight, self.bias, self.act,
-                               self.probe, self.name)
-
-    return Unit
-
-
-def units(cfg, probe=None):
-    """The model's units, seeded (the same full values on every rank)."""
-    import torch
-    torch.manual_seed(cfg["seed"])
-    probe = probe or Probe()
-    unit, s = _unit_class(), cfg["sizes"]
-    return [unit(a, b, i < len(s) - 2, probe, str(i))
-            for i, (a, b) in enumerate(zip(s[:-1], s[1:]))]
 
 
 def data(cfg, w):
@@ -167,8 +97,19 @@ def reference(cfg, w) -> list:
 def rank_run(ctx, mod, cfg) -> dict:
     import torch.distributed as tdist
     from torch import nn
+    from torch.utils._pytree import tree_leaves
 
     from labkit.measure.collectives import CollectiveCounter
+
+    class Counter(CollectiveCounter):
+        """The counter; what an all-gather writes is gathered too."""
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            n = len(self.records)
+            out = super().__torch_dispatch__(func, types, args, kwargs)
+            if any(r["op"] == "all_gather" for r in self.records[n:]):
+                probe.track(*tree_leaves((args[:1], out)))
+            return out
 
     w, b = ctx.world_size, cfg["batch"]
     xs, ys = data(cfg, w)
@@ -181,7 +122,7 @@ def rank_run(ctx, mod, cfg) -> dict:
     mine = slice(ctx.rank * b, (ctx.rank + 1) * b)
     steps = []
     for x, y in zip(xs, ys):
-        with CollectiveCounter() as c:
+        with Counter() as c:
             h = x[mine]
             for u in us:
                 h = u(h)

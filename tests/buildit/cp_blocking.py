@@ -1,4 +1,5 @@
-"""Computes a block, then sends it on and waits: the transfer never hides behind a block's compute (overlap)."""
+"""Computes a block, then sends it on and waits: the transfer never hides
+behind a block's compute (overlap)."""
 import math
 
 import torch

@@ -1,4 +1,5 @@
-"""The online softmax without rescaling: the running output is not multiplied by exp(lse - lse') when a block is merged (output, grads)."""
+"""The online softmax without rescaling: the running output is not multiplied
+by exp(lse - lse') when a block is merged (output, grads)."""
 import math
 
 import torch

@@ -1,4 +1,5 @@
-"""dK/dV never travel: each rank keeps the gradient of its own block only, the other ranks' contributions are lost (grads, bytes)."""
+"""dK/dV never travel: each rank keeps the gradient of its own block only, the
+other ranks' contributions are lost (grads, bytes)."""
 import math
 
 import torch

@@ -1,4 +1,5 @@
-"""All-reduces the whole gradient and keeps its own chunk: right parameters, 2 Phi on the wire instead of Phi (bytes)."""
+"""All-reduces the whole gradient and keeps its own chunk: right parameters, 2
+Phi on the wire instead of Phi (bytes)."""
 import torch
 import torch.distributed as dist
 

@@ -1,4 +1,5 @@
-"""Gathers again before backward but never frees after forward: every unit's full parameters alive at the end of forward (peak)."""
+"""Gathers again before backward but never frees after forward: every unit's
+full parameters alive at the end of forward (peak)."""
 import torch
 import torch.distributed as dist
 

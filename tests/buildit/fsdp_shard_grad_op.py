@@ -1,4 +1,5 @@
-"""SHARD_GRAD_OP, not FULL_SHARD: keeps the gathered parameters from forward to backward, so no second all-gather (bytes, peak)."""
+"""SHARD_GRAD_OP, not FULL_SHARD: keeps the gathered parameters from forward
+to backward, so no second all-gather (bytes, peak)."""
 import torch
 import torch.distributed as dist
 

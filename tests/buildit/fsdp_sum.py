@@ -1,4 +1,5 @@
-"""Steps with the SUM of the ranks' gradients (reduce-scatter sums; no division by the world size): params."""
+"""Steps with the SUM of the ranks' gradients (reduce-scatter sums; no
+division by the world size): params."""
 import torch
 import torch.distributed as dist
 
