@@ -50,6 +50,8 @@ from pathlib import Path
 LABS = {"sharding": 2, "zero": 2, "tensor_parallel": 2,
         "pipeline_parallel": 4}
 LABS["experts"] = 4     # lab 13 (labkit/buildit/experts.py)
+LABS["fsdp"] = 2        # lab 3, FSDP (labkit/buildit/fsdp.py)
+LABS["context_parallel"] = 4  # lab 11 (buildit/context_parallel.py)
 TIMEOUT_S = 90.0
 # errors a rank gets because ANOTHER rank failed
 _KNOCK_ON = ("Connection closed", "Connection reset", "never came",

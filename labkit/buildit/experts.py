@@ -166,3 +166,26 @@ def expected(cfg, world_size: int) -> dict:
 
 CHECKS = [("output", 1, check_output), ("grads", 2, check_grads),
           ("comm", 1, check_comm)]
+
+
+def min_wire(cfg, w: int) -> int:
+    """Half the least bytes the all-to-alls move in all: every kept
+    assignment routed to an expert on another rank crosses the wire four
+    times (dispatch and combine, forward and backward), ``4 h`` bytes of
+    fp32 each time. The routes are the harness's own (``rank_run``'s seed,
+    replayed)."""
+    import torch
+    from torch import nn
+    e, k, h, t = (cfg[n] for n in ("experts", "top_k", "hidden", "tokens"))
+    per = e // w
+    with torch.random.fork_rng():
+        torch.manual_seed(cfg["seed"])
+        for _ in range(e):   # the experts' initialisation draws first
+            nn.Sequential(nn.Linear(h, 2 * h), nn.GELU(),
+                          nn.Linear(2 * h, h))
+        torch.randn(w, t, h), torch.randn(w, t, h)
+        routes = [routing(lg, k, cfg["capacity_factor"])
+                  for lg in torch.randn(w, t, e)]
+    away = sum(int((keep & (idx // per != s)).sum())
+               for s, (_, idx, keep) in enumerate(routes))
+    return 4 * 4 * h * away // 2

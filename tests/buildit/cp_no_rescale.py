@@ -1,0 +1,89 @@
+"""The online softmax without rescaling: the running output is not multiplied
+by exp(lse - lse') when a block is merged (output, grads)."""
+import math
+
+import torch
+import torch.distributed as dist
+
+
+def block_grads(q, k, v, dout, delta, lse):
+    """One K/V block's share of the gradients, from the rows' FINAL
+    log-sum-exp ``lse`` and ``delta = (dout * out).sum(-1)``
+    (FlashAttention's backward, Dao et al. 2022, Alg. 4): dq, dk, dv."""
+    scale = 1 / math.sqrt(q.shape[-1])
+    p = torch.exp(q @ k.transpose(-1, -2) * scale - lse.unsqueeze(-1))
+    ds = p * (dout @ v.transpose(-1, -2) - delta.unsqueeze(-1)) * scale
+    return ds @ k, ds.transpose(-1, -2) @ q, p.transpose(-1, -2) @ dout
+
+
+def exchange(send, recv):
+    """Start sending ``send`` to the next rank and receiving ``recv`` from
+    the previous one, as one group; returns the requests to wait on."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    return dist.batch_isend_irecv([
+        dist.P2POp(dist.isend, send, (rank + 1) % world),
+        dist.P2POp(dist.irecv, recv, (rank - 1) % world)])
+
+
+class RingAttention(torch.autograd.Function):
+    """This rank's rows of softmax(q k^T / sqrt(d)) v over the ring."""
+
+    @staticmethod
+    def forward(ctx, q, k, v):
+        world = dist.get_world_size()
+        scale = 1 / math.sqrt(q.shape[-1])
+        out = torch.zeros_like(q)
+        lse = torch.full(q.shape[:-1], float("-inf"))
+        kv = torch.stack([k, v])
+        for i in range(world):
+            if i < world - 1:      # the next block travels meanwhile
+                nxt = torch.empty_like(kv)
+                reqs = exchange(kv, nxt)
+            s = q @ kv[0].transpose(-1, -2) * scale
+            blk_lse = torch.logsumexp(s, dim=-1)
+            blk_out = torch.exp(s - blk_lse.unsqueeze(-1)) @ kv[1]
+            new = torch.logaddexp(lse, blk_lse)      # the online softmax
+            out = (out
+                   + blk_out * torch.exp(blk_lse - new).unsqueeze(-1))
+            lse = new
+            if i < world - 1:
+                for req in reqs:
+                    req.wait()
+                kv = nxt
+        ctx.save_for_backward(q, k, v, out, lse)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        world = dist.get_world_size()
+        q, k, v, out, lse = ctx.saved_tensors
+        dout = dout.contiguous()
+        delta = (dout * out).sum(-1)
+        dq = torch.zeros_like(q)
+        kv = torch.stack([k, v])
+        dkv = torch.zeros_like(kv)   # travels with its block
+        pending = []
+        for i in range(world):
+            if i < world - 1:
+                nxt = torch.empty_like(kv)
+                reqs = exchange(kv, nxt)
+            dq_i, dk, dv = block_grads(q, kv[0], kv[1], dout, delta, lse)
+            dq += dq_i
+            for req in pending:      # the dK/dV arrived meanwhile
+                req.wait()
+            if pending:
+                dkv = got
+            dkv = dkv + torch.stack([dk, dv])
+            got = torch.empty_like(dkv)      # on to the next rank; the
+            pending = exchange(dkv, got)     # p-th hop brings it home
+            if i < world - 1:
+                for req in reqs:
+                    req.wait()
+                kv = nxt
+        for req in pending:
+            req.wait()
+        return dq, got[0], got[1]
+
+
+def ring_attention(q, k, v):
+    return RingAttention.apply(q, k, v)
