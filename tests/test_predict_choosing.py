@@ -181,7 +181,8 @@ PUBLISHED = [
     # Sec. 3.3.2: 126 layers, width 16384, 128 heads, vocabulary 128000;
     # 8192 H100-80GB, TP 8 x CP 1 x PP 16 x DP 64, sequence 8192, 16M
     # tokens per batch (2048 sequences), one layer fewer on the first and
-    # last stages. (GQA and SwiGLU modelled as MHA + 4h MLP: 408 B here.)
+    # last stages. (The GPT shape, MHA + 4h MLP: 408 B; the real
+    # architecture: test_llama3_405b_published_layout_with_its_real_...)
     ("llama3-405b", 126, 16384, 128, 8192, 128000, 2048, 8192, "h100-80gb",
      8, 16),
     # Zhang et al. 2022 (OPT, arXiv:2205.01068), Table 1 and Sec. 2.4:
