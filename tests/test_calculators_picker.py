@@ -53,5 +53,6 @@ def test_a_picked_preset_drops_the_shape_and_equals_the_cli():
 
 
 def test_no_picker_no_shape_switch():
-    fields = calc_core.fields("pipeline", [])
+    fields = calc_core.fields("pipeline", ["--schedule", "1f1b", "--stages",
+                                          "4", "--microbatches", "8"])
     assert not any(f["model"] or f["shape"] for f in fields)
