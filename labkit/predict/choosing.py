@@ -23,9 +23,12 @@ heaviest stage, time per step) on the machines of
 Appendix B) and achieved hardware TFLOP/s per GPU (what Narayanan et al.
 2021 report).
 
-Layouts are ranked by predicted step time; ``--all`` lists the infeasible
-ones with the reason. Bad input: one line, exit 2; nothing fits: what is
-short, exit 1.
+A model is a GPT shape (:class:`labkit.predict.shapes.Model`) or any
+architecture record with a sequence length
+(:class:`labkit.predict.shapes.ArchModel`, ``--hf-config`` / ``--preset``);
+both are priced through the record. Layouts are ranked by predicted step
+time; ``--all`` lists the infeasible ones with the reason. The command line
+is :mod:`labkit.predict.plan_cli`.
 """
 from __future__ import annotations
 

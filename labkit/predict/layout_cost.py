@@ -1,6 +1,8 @@
 """Price one parallel layout: memory per GPU and time per step.
 
     python -m labkit plan --params 175e9 --gpus 1024 --batch 1536 --top 5
+    python -m labkit plan --hf-config llama3.1-405b.json --seq 8192 \
+        --gpus 16384 --gpu h100-80gb --batch 2048 --tp 8 --pp 16
 
 The formulas of chapters 1-6 only (no torch), used by
 :mod:`labkit.predict.choosing` (``labkit plan``):
@@ -8,7 +10,9 @@ The formulas of chapters 1-6 only (no torch), used by
 - memory per GPU, heaviest pipeline stage (:mod:`labkit.predict.partition`:
   every stage priced with its own layers, the embedding on the first, the
   output layer and its logits on the last, the micro-batches 1F1B keeps in
-  flight there): model states from the ledger (:mod:`labkit.predict.memory`,
+  flight there, all read from the model's architecture record by
+  :mod:`labkit.predict.stage_bytes`: GQA, SwiGLU, an untied vocabulary):
+  model states from the ledger (:mod:`labkit.predict.memory`,
   ZeRO Fig. 1); activations from Korthikanti et al. 2022, Table 2, plus one
   layer's full activations while a layer is recomputed; buffers: the output
   layer's logits (Korthikanti Sec. 4.3, ``4 s b h / t (1 + V/h)``),

@@ -41,7 +41,8 @@ def add_arguments(p) -> None:
                    help="e.g. 70e9: the standard shape of that size")
     from labkit.predict import plan_moe   # mixture of experts: EP layouts
     plan_moe.add_arguments(g)
-    g.add_argument("--preset", metavar="NAME",
+    from labkit.predict.arch import PRESETS
+    g.add_argument("--preset", choices=list(PRESETS),
                    help="a named architecture (labkit.predict.arch)")
     p.add_argument("--batch", type=int, required=True,
                    help="global batch in sequences per step")

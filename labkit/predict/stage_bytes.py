@@ -101,8 +101,9 @@ def stage_params(a, tp: int, parts, stage: int) -> float:
 def activation_terms(a, tp: int = 1) -> dict:
     """One layer's activation terms in units of ``s b h`` 16-bit bytes:
     ``replicated`` (split only by sequence parallelism), ``split`` (by
-    ``t``; the scores, ``5 heads s / h``, come on top), and ``kv_extra`` (per ``s b``: the K/V bytes a rank keeps beyond its ``1/t``
-    share when ``t > kv_heads``)."""
+    ``t``; the scores, ``5 heads s / h``, come on top), and ``kv_extra``
+    (per ``s b``: the K/V bytes a rank keeps beyond its ``1/t`` share when
+    ``t > kv_heads``)."""
     _dense(a)
     h = a.hidden
     dropout = a.mlp == "gelu"
