@@ -367,8 +367,17 @@ def test_cli_hf_config_dense_json():
     ("--hf-config", "tests/data/hf_configs/missing.json"),
     ("--preset", "llama3-8b", "--tp", "3"),
     ("--preset", "llama3-8b", "--seq", "0"),
+    ("--preset", "gpt-tiny", "--seq", "64"),     # 32 learned positions
 ])
 def test_cli_hf_config_bad_input_is_one_line_exit_2(args):
     r = _cli(*args, "--gpus", "8", "--batch", "8")
     assert r.returncode == 2, r.stdout + r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_cli_tp_that_cannot_place_the_kv_heads_names_them():
+    r = _cli("--hf-config", "tests/data/hf_configs/qwen2-0.5b.json",
+             "--gpus", "7", "--gpus-per-node", "7", "--batch", "7", "--tp",
+             "7")
+    assert r.returncode == 2 and "2 KV heads" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
