@@ -34,7 +34,7 @@ COMMANDS = {
     "pipeline": ("labkit.predict.pipeline_parallel", "pipeline schedules and bubble fraction"),
     "profile": ("labkit.measure.profiling", "compute / comm / data / idle breakdown of traces"),
     "preflight": ("labkit.preflight", "is this machine what a lab profile needs? (exit 0/1/2)"),
-    "plan": ("labkit.predict.choosing", "rank parallel layouts: memory, step time, MFU"),
+    "plan": ("labkit.predict.plan_cli", "rank parallel layouts: memory, step time, MFU"),
     "dryrun": ("labkit.dryrun.cli", "every lab at its GPU sizes on fake tensors: bytes per rank"),
 }
 

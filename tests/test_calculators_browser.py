@@ -46,6 +46,7 @@ CASES = {
         {"--params": "7e9", "--gpus": "16", "--stage": "2"},
         {"--offload": "optimizer", "--precision": "fp32"},
         {"--params": "abc"},  # an error, as on the command line
+        {"--preset": "llama3-8b"},  # the model picker: --params turns off
     ]),
     "book/03_sharding.html": ("comm", [
         {"--params": "13e9", "--gpus": "32", "--strategy": "ddp"},
@@ -54,6 +55,7 @@ CASES = {
     "book/05_tensor_parallel.html": ("flops", [
         {"--gpus": "512", "--tflops-per-gpu": "150"},
         {"--recompute": "none", "--peak": "h100", "--tied": False},
+        {"--preset": "llama3.1-405b"},  # the model picker: the shape off
     ]),
     "book/06_pipeline_parallel.html": ("pipeline", [
         {"--schedule": "gpipe", "--microbatches": "16"},
@@ -198,6 +200,10 @@ def test_page_equals_command_line(site, browser, path):
         for values in cases:
             fill(page, box, values)
             argv = wait_for(page, box, values)
+            if values.get("--preset"):   # the picker: no shape flag sent
+                assert not set(argv) & {"--params", "--layers", "--hidden",
+                                        "--heads", "--vocab", "--tied"}
+                assert box.locator('[data-shape]').first.is_disabled()
             rc, out, err = cli(name, argv)
             if rc == 0:
                 assert box.get_attribute("data-state") == "ready", \

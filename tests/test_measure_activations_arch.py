@@ -39,6 +39,10 @@ def test_ledger_equals_measured(precision, recompute):
         got["loss"].backward()
 
 
-def test_not_the_gpt_block():
-    with pytest.raises(ValueError, match="GPT"):
-        AA.saved(arch.preset("gpt-tiny"), 32, 2)
+def test_one_ledger_for_the_gpt_and_not_other_blocks():
+    g = arch.preset("gpt-tiny")
+    assert AA.saved(g, 32, 2) == A.saved(2, 64, 4, 256, 32, 2)
+    with pytest.raises(ValueError, match="Q/K norms"):
+        AA.saved(g.with_(qk_norm=True), 32, 2)
+    with pytest.raises(ValueError, match="GPT block"):
+        AA.saved(g.with_(mlp="swiglu"), 32, 2)

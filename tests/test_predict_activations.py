@@ -46,3 +46,35 @@ def test_bad_arguments_are_refused():
         A.block_saved(1, 8, 64, 4, recompute="some")
     with pytest.raises(ValueError, match="batch"):
         A.saved(2, 64, 4, 256, 32, 0)
+
+
+# The positional GPT ledger before it became the record's (labkit 2026-12,
+# commit 9ce7f6e): bytes and weight casts of the tiny GPT (2 x 64, 4 heads,
+# vocabulary 256, sequence 32, batch 4) for every precision and recompute.
+OLD_TINY = {
+    ("fp32", "none"): (1255684, 0), ("fp32", "full"): (264452, 0),
+    ("fp32", "selective"): (923908, 0),
+    ("autocast_bf16", "none"): (1009924, 229376),
+    ("autocast_bf16", "full"): (280836, 32768),
+    ("autocast_bf16", "selective"): (612612, 32768),
+    ("fsdp_bf16", "none"): (696068, 0), ("fsdp_bf16", "full"): (198404, 0),
+    ("fsdp_bf16", "selective"): (530180, 0),
+}
+
+
+def test_gpt_preset_through_the_record_equals_the_positional_ledger():
+    from labkit.predict import activations_arch as AA
+    from labkit.predict import arch
+    g = arch.preset("gpt-tiny")
+    for (prec, rc), (nbytes, casts) in OLD_TINY.items():
+        rec = AA.saved(g, 32, 4, prec, rc)
+        assert rec == A.saved(2, 64, 4, 256, 32, 4, 4, prec, rc)
+        assert (A.total(rec), A.total(rec, "weight_cast")) == (nbytes,
+                                                                casts)
+        for dev in A.DEVICES:
+            assert AA.block_saved(g, 4, 32, prec, rc, device=dev) == \
+                A.block_saved(4, 32, 64, 4, 4, prec, rc, dev)
+    big = arch.gpt(80, 8192, 64, 32000, 4096)
+    assert AA.saved(big, 4096, 1, "fsdp_bf16", "none", device="cuda") == \
+        A.saved(80, 8192, 64, 32000, 4096, 1, 4, "fsdp_bf16", "none",
+                "cuda")

@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-from labkit.predict.choosing import (GPUS, Assumptions, Cluster, Model, plan,
-                                     standard_model)
+from labkit.predict.choosing import (GPUS, ArchModel, Assumptions, Cluster,
+                                     Model, plan, standard_model)
 from labkit.predict.layout_cost import stage_memory
 from labkit.predict.memory import ledger
 from labkit.predict.partition import partition
@@ -181,7 +181,8 @@ PUBLISHED = [
     # Sec. 3.3.2: 126 layers, width 16384, 128 heads, vocabulary 128000;
     # 8192 H100-80GB, TP 8 x CP 1 x PP 16 x DP 64, sequence 8192, 16M
     # tokens per batch (2048 sequences), one layer fewer on the first and
-    # last stages. (GQA and SwiGLU modelled as MHA + 4h MLP: 408 B here.)
+    # last stages. (The GPT shape, MHA + 4h MLP: 408 B; the real
+    # architecture: test_llama3_405b_published_layout_with_its_real_...)
     ("llama3-405b", 126, 16384, 128, 8192, 128000, 2048, 8192, "h100-80gb",
      8, 16),
     # Zhang et al. 2022 (OPT, arXiv:2205.01068), Table 1 and Sec. 2.4:
@@ -292,3 +293,91 @@ def test_cli_cp():
     bad = _cli("--params", "13e9", "--gpus", "16", "--batch", "32", "--cp",
                "3")
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
+# -- the real architecture: Llama 3.1 405B from its config.json (GQA with 8
+# KV heads, SwiGLU of width 53248, an untied 128256 vocabulary) -----------
+
+HF = "tests/data/hf_configs/llama3.1-405b.json"
+
+
+@pytest.mark.parametrize("gpus,dp", [(8192, 64), (16384, 128)])
+def test_llama3_405b_published_layout_with_its_real_architecture(gpus, dp):
+    # Dubey et al. 2024, Table 4: TP 8 x CP 1 x PP 16 x DP 64 / 128 on
+    # 8,192 / 16,384 H100, sequence 8192, 16M tokens (2048 sequences)
+    from labkit.predict import arch as A
+    m = ArchModel(A.from_hf_config(HF), 8192)
+    assert m.params == 405_853_388_800
+    lays = plan(m, 2048, Cluster(gpus, 8, "h100-80gb"), tp=8, pp=16)
+    ok = [x for x in lays if x.feasible]
+    assert ok, lays[0].reason
+    assert all((x.tp, x.pp, x.dp) == (8, 16, dp) for x in ok)
+    assert all(x.partition == partition(126, 16) for x in ok)
+    # the last stage holds the untied 128K head and its logits
+    x = ok[0]
+    last = stage_memory(m, x, Assumptions(), 15)
+    first = stage_memory(m, x, Assumptions(), 0)
+    assert last["logits"] > 0 and first["logits"] == 0
+    assert last["params"] > first["params"]      # + the final RMSNorm
+
+
+def test_llama3_405b_long_context_with_its_real_architecture():
+    from labkit.predict import arch as A
+    m = ArchModel(A.from_hf_config(HF), 131072)
+    c = Cluster(16384, 8, "h100-80gb")
+    ok = [x for x in plan(m, 128, c, tp=8, pp=16, context_parallel=(16,))
+          if x.feasible]
+    assert ok and all((x.cp, x.dp) == (16, 8) for x in ok)
+    assert not any(x.feasible for x in plan(m, 128, c, tp=8, pp=16))
+
+
+def test_gpt_record_prices_as_the_gpt_shape():
+    # the planner reads the record; a GPT's record gives the same bytes
+    m = Model(10, 1024, 16, 1024, 50000)
+    r = ArchModel(m.arch, m.seq)
+    c = Cluster(8, 8, "a100-80gb")
+    for x, y in zip(plan(m, 16, c), plan(r, 16, c)):
+        assert x.name() == y.name() and x.memory == y.memory
+        assert x.step_s == pytest.approx(y.step_s, rel=1e-12)
+        assert x.mfu == pytest.approx(y.mfu, rel=1e-12)
+
+
+def test_cli_hf_config_dense_json():
+    r = _cli("--hf-config", HF, "--seq", "8192", "--gpus", "16384",
+             "--gpu", "h100-80gb", "--batch", "2048", "--tp", "8", "--pp",
+             "16", "--top", "3", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["params"] == 405_853_388_800
+    assert d["model"]["arch"]["kv_heads"] == 8 and d["model"]["seq"] == 8192
+    assert all((x["tp"], x["pp"], x["dp"]) == (8, 16, 128)
+               for x in d["layouts"])
+    p = _cli("--preset", "llama3-8b", "--seq", "8192", "--gpus", "8",
+             "--gpu", "h100-80gb", "--batch", "64", "--top", "1")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("llama3-8b: 8.0 B parameters")
+
+
+@pytest.mark.parametrize("args", [
+    ("--hf-config", HF, "--layers", "4"),
+    ("--hf-config", HF, "--params", "70e9"),
+    ("--hf-config", HF, "--preset", "llama3-8b"),
+    ("--preset", "nope"),
+    ("--preset", "llama3-8b", "--ep", "2"),
+    ("--hf-config", "tests/data/hf_configs/missing.json"),
+    ("--preset", "llama3-8b", "--tp", "3"),
+    ("--preset", "llama3-8b", "--seq", "0"),
+    ("--preset", "gpt-tiny", "--seq", "64"),     # 32 learned positions
+])
+def test_cli_hf_config_bad_input_is_one_line_exit_2(args):
+    r = _cli(*args, "--gpus", "8", "--batch", "8")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_cli_tp_that_cannot_place_the_kv_heads_names_them():
+    r = _cli("--hf-config", "tests/data/hf_configs/qwen2-0.5b.json",
+             "--gpus", "7", "--gpus-per-node", "7", "--batch", "7", "--tp",
+             "7")
+    assert r.returncode == 2 and "2 KV heads" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr

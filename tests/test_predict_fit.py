@@ -1,4 +1,6 @@
 """The capstone's planner: refusal before launch, the choice, the 7B case."""
+import math
+
 import pytest
 
 from labkit.predict import fit as F
@@ -59,3 +61,42 @@ def test_deepspeed_accumulation_volumes():
     assert z3 == {"all_gather": 8 * 4 * psi, "reduce_scatter": 4 * 4 * psi}
     with pytest.raises(ValueError):
         deepspeed_step(psi, 0, 1)
+
+
+def test_gpt_record_plans_as_the_gpt_sizes():
+    from labkit.predict import arch
+    g = F.GPU8
+    m = g["model"]
+    rec = {"arch": arch.gpt(m["layers"], m["hidden"], m["heads"],
+                            m["vocab"], m["seq"]), "seq": m["seq"]}
+    # the same units, Q/K/V as three tensors (the GPT fuses them: one)
+    size = [[math.prod(s) for s in u] for u in F.unit_shapes(
+        m["layers"], m["hidden"], m["heads"], m["vocab"], m["seq"])]
+    assert [sum(math.prod(s) for s in u) for u in F._units(F._full(rec))] \
+        == [sum(u) for u in size]
+    args = (8, g["global_batch"], g["budget_bytes"], g["flops_per_s"],
+            g["link_bytes_per_s"], "fsdp_bf16", "cuda")
+    for x, y in zip(F.plan(m, *args), F.plan(rec, *args)):
+        for k in ("params", "states", "activations", "transient", "total",
+                  "fits", "wire_bytes"):
+            assert x[k] == y[k], k
+        assert x["step_s"] == pytest.approx(y["step_s"], rel=1e-12)
+
+
+def test_llama3_8b_capstone_plan():
+    from labkit.predict import arch
+    from labkit.predict import params as P
+    a = arch.preset("llama3-8b")
+    m = {"arch": a, "seq": 8192}
+    g = F.GPU8
+    rows = F.plan(m, 8, 32, 80e9, g["flops_per_s"], g["link_bytes_per_s"],
+                  "fsdp_bf16", "cpu")
+    assert all(r["params"] == P.total(a) == 8_030_261_248 for r in rows)
+    assert not any(r["fits"] for r in rows if r["strategy"] == "ddp")
+    best = F.choose(rows)
+    assert best["strategy"] == "fsdp2_full"
+    # the untied 128K head's fp32 log-softmax: b s V x 4 bytes per sequence
+    from labkit.predict import activations_arch as AA
+    head = [e for e in AA.saved(a, 8192, 1, "fsdp_bf16") if
+            e.name.startswith("log_softmax")]
+    assert head[0].bytes == 8192 * 128256 * 4

@@ -56,9 +56,15 @@ def test_mixtral_ep8_and_tp8_side_by_side():
     assert not any(x["fits"] for x in lays)
 
 
-def test_dense_config_is_one_line(tmp_path):
-    r = _cli("--hf-config", str(ROOT / "tests" / "data" / "hf_configs" /
-                                "llama3-8b.json"), "--gpus", "8",
-             "--batch", "8")
-    assert r.returncode == 2 and "no experts" in r.stderr
-    assert len(r.stderr.strip().splitlines()) == 1
+def test_dense_config_goes_to_the_dense_planner(tmp_path):
+    dense = str(ROOT / "tests" / "data" / "hf_configs" / "llama3-8b.json")
+    r = _cli("--hf-config", dense, "--gpus", "8", "--gpu", "h100-80gb",
+             "--batch", "8", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["model"]["arch"]["kv_heads"] == 8
+    ep = _cli("--hf-config", dense, "--gpus", "8", "--batch", "8", "--ep",
+              "2")
+    assert ep.returncode == 2 and "mixture of experts" in ep.stderr
+    assert len(ep.stderr.strip().splitlines()) == 1
+    with pytest.raises(ValueError, match="no experts"):
+        M.plan(A.preset("llama3-8b"), 8, 8, "h100-80gb", 8, 4096)

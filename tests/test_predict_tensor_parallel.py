@@ -89,3 +89,55 @@ def test_rank_params_add_up_to_the_model_plus_what_tp_replicates():
     assert tp[0] == tp[1] and sum(tp) == whole[0] + replicated
     with pytest.raises(ValueError):
         rank_params(3, 64, 256, 32, pp=2)
+
+
+# -- the record in place of the shape: the GPT preset equals the positional
+# results, and a Llama record splits its KV heads -------------------------
+
+GPTS = ["gpt-tiny", "gpt-1.3b", "gpt-13b", "gpt-70b", "gpt-175b"]
+
+
+@pytest.mark.parametrize("name", GPTS)
+def test_gpt_preset_through_the_record_equals_the_positional(name):
+    from labkit.predict import arch
+    a = arch.preset(name)
+    L, h, n, V, s = a.layers, a.hidden, a.heads, a.vocab, a.max_seq
+    for t in (1, 2, 4):
+        if n % t or V % t:
+            continue
+        old = TP.layer_params(h, t)
+        new = TP.layer_params(a, t)
+        assert {k: new[k] for k in old} == old
+        for pp in (1, 2):
+            assert TP.rank_params(a, tp=t, pp=pp) == TP.rank_params(
+                L, h, V, s, tp=t, pp=pp)
+        for sp, rc in ((False, "none"), (True, "selective"),
+                       (False, "full")):
+            assert TP.activation_bytes(s, 2, a, tp=t, sequence_parallel=sp,
+                                       recompute=rc, layers=3) == \
+                TP.activation_bytes(s, 2, h, n, t, sp, rc, 3)
+        assert TP.comm_payload_bytes(2, s, a, t) == \
+            TP.comm_payload_bytes(2, s, h, t)
+        assert TP.comm_compute(1, s, a, t) == TP.comm_compute(1, s, h, t)
+    assert TP.layer_flops(2, s, a) == TP.layer_flops(2, s, h)
+
+
+def test_llama_record_through_tensor_parallel():
+    from labkit import arch
+    from labkit.predict import params as P
+    a = arch.preset("llama3-70b")
+    one = TP.layer_params(a, 8)
+    assert one["kv_heads_per_rank"] == 1 and one["replicas"] == 1
+    # every rank's share adds up to the record (tp 1, pp 1)
+    assert TP.rank_params(a) == [P.total(a)]
+    # tp 8: the norms are on all 8 ranks of a stage, the rest split
+    norms = 80 * one["replicated"] + 8192            # + the final RMSNorm
+    assert sum(TP.rank_params(a, tp=8, pp=4)) == P.total(a) + 7 * norms
+    # GQA: K/V projections 8 x 128 wide, SwiGLU: 3 matrices of 28672
+    h, f, kv = 8192, 28672, 1024
+    mm = 2 * h * h + 2 * h * kv + 3 * h * f
+    assert TP.layer_flops(1, 4096, a) == 3.0 * (2 * mm * 4096
+                                                + 4 * 4096 ** 2 * h)
+    gpt_shape = TP.activation_bytes(4096, 1, h, 64, 8, recompute="selective")
+    assert TP.activation_bytes(4096, 1, a, tp=8,
+                               recompute="selective") < gpt_shape

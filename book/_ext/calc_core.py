@@ -20,6 +20,13 @@ import sys
 
 # Arguments a form never shows: output switches of the command line.
 HIDDEN = {"help", "json", "plot", "hf_config"}   # a page has no files
+# The model picker: ``--preset`` (the command line's own choices, the
+# presets of labkit.predict.arch) stands for the model; while a preset is
+# picked, the flags that give the model's shape are off (disabled in the
+# form, left out of the command), as the command line wants one or the
+# other.
+MODEL = "preset"
+SHAPE = {"params", "layers", "hidden", "heads", "vocab", "tied"}
 
 
 def _commands() -> dict:
@@ -65,8 +72,21 @@ def fields(name: str, argv: list[str]) -> list[dict]:
         out.append({"flag": a.option_strings[0], "dest": a.dest, "kind": kind,
                     "choices": list(a.choices or []), "help": a.help or "",
                     "required": bool(a.required),
-                    "value": "" if v is None else _plain(v)})
+                    "value": "" if v is None else _plain(v),
+                    "model": a.dest == MODEL, "shape": a.dest in SHAPE})
+    if not any(f["model"] for f in out):   # no picker: no shape to switch
+        for f in out:
+            f["shape"] = False
     return out
+
+
+def model_argv(values: dict[str, object]) -> dict[str, object]:
+    """The form's values with the model picker applied: a picked preset
+    drops the shape flags (what calculators.js does in the page)."""
+    flags = {f"--{d.replace('_', '-')}" for d in SHAPE}
+    if values.get(f"--{MODEL}") in (None, ""):
+        return dict(values)
+    return {k: v for k, v in values.items() if k not in flags}
 
 
 def _plain(v) -> str | bool:
@@ -80,7 +100,7 @@ def _plain(v) -> str | bool:
 def argv_from(values: dict[str, object]) -> list[str]:
     """A command line from a form: ``{"--params": "70e9", "--tied": True}``."""
     argv = []
-    for flag, v in values.items():
+    for flag, v in model_argv(values).items():
         if v is True:
             argv.append(flag)
         elif v not in (False, None, ""):

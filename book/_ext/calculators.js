@@ -69,9 +69,22 @@
     return t;
   }
 
+  // The model picker (calc_core.MODEL): a picked preset turns the shape
+  // flags off, as calc_core.model_argv does.
+  function pickModel(form) {
+    const pick = form.querySelector("[data-model]");
+    if (!pick) return;
+    const on = pick.value !== "";
+    for (const el of form.querySelectorAll("[data-shape]")) {
+      el.disabled = on;
+    }
+  }
+
   function argv(form) {
+    pickModel(form);
     const out = [];
     for (const el of form.querySelectorAll("[data-flag]")) {
+      if (el.disabled) continue;
       if (el.type === "checkbox") {
         if (el.checked) out.push(el.dataset.flag);
       } else if (el.value.trim() !== "") {

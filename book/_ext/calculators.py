@@ -128,7 +128,9 @@ def table_html(rows: list[dict]) -> str:
 
 def field_html(f: dict, shown: bool) -> str:
     attrs = (f'data-flag="{html.escape(f["flag"])}" '
-             f'name="{html.escape(f["dest"])}"')
+             f'name="{html.escape(f["dest"])}"'
+             + (" data-model" if f.get("model") else "")
+             + (" data-shape" if f.get("shape") else ""))
     if not shown:
         if f["kind"] == "check":
             return (f'<input type="checkbox" hidden {attrs}'
@@ -160,8 +162,9 @@ def calculator_html(name: str, argv: list[str], shown: list[str] | None) -> str:
         raise ValueError(f"calculator {name} {shlex.join(argv)}: "
                          f"{result['error']}")
     show = {s.lstrip("-").replace("-", "_") for s in shown} if shown else None
-    form = "".join(field_html(f, show is None or f["dest"] in show)
-                   for f in fields)
+    # the model picker is on every calculator whose command has one
+    form = "".join(field_html(f, show is None or f["dest"] in show
+                              or f.get("model", False)) for f in fields)
     cmd = html.escape(shlex.join(["python", "-m", "labkit", name, *argv]))
     return (
         f'<div class="labkit-calculator" data-calculator="{html.escape(name)}">'

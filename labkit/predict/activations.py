@@ -95,14 +95,21 @@ def _dtypes(precision: str, device: str) -> tuple[str, str, str]:
     return "bf16", "bf16", ("fp32" if device == "cuda" else "bf16")
 
 
-def block_saved(batch: int, seq: int, hidden: int, heads: int,
-                mlp_ratio: int = 4, precision: str = "fp32",
-                recompute: str = "none", device: str = "cpu",
-                where: str = "block") -> list[Saved]:
-    """What one :class:`labkit.model.Block` keeps, its input included."""
-    _check(precision, recompute, device, batch=batch, seq=seq,
-           hidden=hidden, heads=heads, mlp_ratio=mlp_ratio)
-    b, s, h, a, r = batch, seq, hidden, heads, mlp_ratio
+def _gpt(hidden: int, heads: int, mlp_ratio: int):
+    """The record of one GPT block's shape (layers, vocab and positions
+    do not change what a block keeps)."""
+    from labkit.predict.arch import gpt
+    return gpt(1, hidden, heads, 1, 1, mlp_ratio)
+
+
+def gpt_block_saved(a, batch: int, seq: int, precision: str = "fp32",
+                    recompute: str = "none", device: str = "cpu",
+                    where: str = "block") -> list[Saved]:
+    """What one :class:`labkit.model.Block` of the record ``a`` (the GPT
+    layout: fused QKV, LayerNorm, GELU MLP of width ``a.ffn``) keeps, its
+    input included."""
+    b, s, h, hd, f = batch, seq, a.hidden, a.heads, a.ffn
+    d = a.head_dim
     res, lin, stat = _dtypes(precision, device)
     cast = precision == "autocast_bf16"
 
@@ -116,36 +123,50 @@ def block_saved(batch: int, seq: int, hidden: int, heads: int,
         *([S("qkv.weight (bf16 copy)", (3 * h, h), "bf16", "weight_cast")]
           if cast else []),
         S("qkv.out", (b, s, 3 * h), lin),         # q, k, v are its views
-        S("sdpa.out", (b, a, s, h // a), lin),    # = attn.proj input
-        S("sdpa.lse", (b, a, s), "fp32"),
+        S("sdpa.out", (b, hd, s, d), lin),        # = attn.proj input
+        S("sdpa.lse", (b, hd, s), "fp32"),
         *([S("attn.proj.weight (bf16 copy)", (h, h), "bf16", "weight_cast")]
           if cast else []),
         S("ln2 input (residual)", (b, s, h), res),
         S("ln2.mean", (b, s, 1), stat), S("ln2.rstd", (b, s, 1), stat),
         S("mlp.fc input (ln2 output)", (b, s, h), lin),
-        *([S("mlp.fc.weight (bf16 copy)", (r * h, h), "bf16", "weight_cast")]
+        *([S("mlp.fc.weight (bf16 copy)", (f, h), "bf16", "weight_cast")]
           if cast else []),
-        S("mlp.fc.out (gelu input)", (b, s, r * h), lin),
-        S("gelu.out (mlp.proj input)", (b, s, r * h), lin),
-        *([S("mlp.proj.weight (bf16 copy)", (h, r * h), "bf16",
+        S("mlp.fc.out (gelu input)", (b, s, f), lin),
+        S("gelu.out (mlp.proj input)", (b, s, f), lin),
+        *([S("mlp.proj.weight (bf16 copy)", (h, f), "bf16",
              "weight_cast")] if cast else []),
     ]
     if recompute == "none":
         return everything
     if recompute == "full":        # the checkpoint holds the input only
         return [inp]
-    kept = {"qkv.out": (b, s, 3 * h), "sdpa.out": (b, a, s, h // a),
-            "attn.proj.out": (b, s, h), "mlp.fc.out": (b, s, r * h),
+    kept = {"qkv.out": (b, s, 3 * h), "sdpa.out": (b, hd, s, d),
+            "attn.proj.out": (b, s, h), "mlp.fc.out": (b, s, f),
             "mlp.proj.out": (b, s, h)}
     return [inp] + [S(n, kept[n], lin) if n != "sdpa.lse"
-                    else S(n, (b, a, s), "fp32") for n in SELECTIVE_SAVE]
+                    else S(n, (b, hd, s), "fp32") for n in SELECTIVE_SAVE]
+
+
+def block_saved(batch: int, seq: int, hidden: int, heads: int,
+                mlp_ratio: int = 4, precision: str = "fp32",
+                recompute: str = "none", device: str = "cpu",
+                where: str = "block") -> list[Saved]:
+    """What one :class:`labkit.model.Block` keeps, its input included
+    (positional; :func:`gpt_block_saved` of the GPT record)."""
+    _check(precision, recompute, device, batch=batch, seq=seq,
+           hidden=hidden, heads=heads, mlp_ratio=mlp_ratio)
+    return gpt_block_saved(_gpt(hidden, heads, mlp_ratio), batch, seq,
+                           precision, recompute, device, where)
 
 
 def saved(layers: int, hidden: int, heads: int, vocab: int, seq: int,
           batch: int, mlp_ratio: int = 4, precision: str = "fp32",
           recompute: str = "none", device: str = "cpu",
           strided_targets: bool = True) -> list[Saved]:
-    """Every tensor one forward of the whole GPT keeps for backward.
+    """Every tensor one forward of the whole GPT keeps for backward: the
+    record's ledger (:func:`labkit.predict.activations_arch.saved`) on
+    :func:`labkit.predict.arch.gpt` of these positional sizes.
 
     ``strided_targets``: the targets are a strided view (as
     :func:`labkit.model.batch` makes them on CPU), so ``flatten`` copies
@@ -154,25 +175,11 @@ def saved(layers: int, hidden: int, heads: int, vocab: int, seq: int,
     _check(precision, recompute, device, layers=layers, hidden=hidden,
            heads=heads, vocab=vocab, seq=seq, batch=batch,
            mlp_ratio=mlp_ratio)
-    b, s, h, V = batch, seq, hidden, vocab
-    res, lin, stat = _dtypes(precision, device)
-    out = [Saved("embed", "pos indices (arange)", (s,), "int64")]
-    for i in range(layers):
-        out += block_saved(b, s, h, heads, mlp_ratio, precision, recompute,
-                           device, where=f"block {i}")
-    out += [Saved("head", "ln_f input (last block output)", (b, s, h), res),
-            Saved("head", "ln_f.mean", (b, s, 1), stat),
-            Saved("head", "ln_f.rstd", (b, s, 1), stat),
-            Saved("head", "out input (ln_f output)", (b, s, h), lin)]
-    if precision == "autocast_bf16":
-        out.append(Saved("head", "out.weight (bf16 copy)", (V, h), "bf16",
-                         "weight_cast"))
-    out += [Saved("loss", "log_softmax out (fp32 logits)", (b * s, V),
-                  "fp32"),
-            *([Saved("loss", "targets (flattened copy)", (b * s,),
-                     "int64")] if strided_targets else []),
-            Saved("loss", "nll total weight", (), "fp32")]
-    return out
+    from labkit.predict import activations_arch
+    from labkit.predict.arch import gpt
+    return activations_arch.saved(gpt(layers, hidden, heads, vocab, seq,
+                                      mlp_ratio), seq, batch, precision,
+                                  recompute, strided_targets, device)
 
 
 def total(entries, kind: str | None = None) -> int:

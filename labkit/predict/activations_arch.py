@@ -1,15 +1,21 @@
-"""The activation ledger of the Llama-style block (GQA, SwiGLU, RMSNorm,
-RoPE): every tensor :class:`labkit.decoder.Decoder` keeps for backward
-(pure Python; the twin of :func:`labkit.measure.activations.measure`).
+"""The activation ledger of an architecture record: every tensor the model
+keeps for backward, one ledger for the GPT (:class:`labkit.model.GPT`) and
+the Llama-style block (GQA, SwiGLU, RMSNorm, RoPE:
+:class:`labkit.decoder.Decoder`) (pure Python; the twin of
+:func:`labkit.measure.activations.measure`).
 
     from labkit.predict import arch
     from labkit.predict import activations_arch as AA
     AA.saved(arch.preset("llama-tiny"), seq=32, batch=4)
+    AA.saved(arch.preset("gpt-tiny"), seq=32, batch=4)
 
-Same precisions and recomputation modes as the GPT's ledger
-(:mod:`labkit.predict.activations`, whose :class:`Saved` entries this
-returns), on CPU. What autograd saves, op by op, where it differs from the
-GPT's block:
+:func:`saved` walks the model once: positions, blocks, final norm, output
+layer, loss. The GPT's block is
+:func:`labkit.predict.activations.gpt_block_saved` (whose positional
+:func:`labkit.predict.activations.saved` is this ledger on
+:func:`labkit.predict.arch.gpt`); the Llama-style block is here, on CPU,
+with the same precisions and recomputation modes. What autograd saves, op
+by op, where it differs from the GPT's block:
 
 - RMSNorm (``x * rsqrt(mean(x^2) + eps) * w``, decomposed on CPU): its
   input, the per-row ``rstd`` (b s x 1), and the normalised ``x * rstd``
@@ -34,10 +40,26 @@ Biases are covered (autocast casts them too); per-head Q/K norms are not.
 """
 from __future__ import annotations
 
-from labkit.predict.activations import (PRECISIONS, RECOMPUTE, Saved,
-                                        _dtypes, total)
+from labkit.predict.activations import (DEVICES, PRECISIONS, RECOMPUTE,
+                                        Saved, _dtypes, gpt_block_saved,
+                                        total)
 
 __all__ = ["block_saved", "saved", "total"]
+
+
+def _family(a) -> str:
+    """``gpt`` (LayerNorm, GELU, learned positions: labkit.model.GPT) or
+    ``llama`` (RMSNorm, SwiGLU, RoPE: labkit.decoder.Decoder)."""
+    if a.experts or a.qk_norm:
+        raise ValueError("this ledger covers dense blocks without Q/K "
+                         "norms (GPT or Llama-style)")
+    if (a.mlp, a.norm, a.positions) == ("gelu", "layernorm", "learned"):
+        return "gpt"
+    if (a.mlp, a.norm, a.positions) == ("swiglu", "rmsnorm", "rope"):
+        return "llama"
+    raise ValueError("this ledger is the GPT block's (GELU, LayerNorm, "
+                     "learned positions) or the Llama-style block's "
+                     "(SwiGLU, RMSNorm, RoPE)")
 
 
 def _check(a, precision, recompute, device):
@@ -45,13 +67,11 @@ def _check(a, precision, recompute, device):
         raise ValueError(f"unknown precision {precision!r}: {PRECISIONS}")
     if recompute not in RECOMPUTE:
         raise ValueError(f"unknown recompute {recompute!r}: {RECOMPUTE}")
-    if device != "cpu":
+    if device not in DEVICES:
+        raise ValueError(f"unknown device {device!r}: {DEVICES}")
+    if _family(a) == "llama" and device != "cpu":
         raise ValueError("the Llama block's ledger is measured on CPU only")
-    if (a.mlp, a.norm, a.positions, a.qk_norm, a.experts) != (
-            "swiglu", "rmsnorm", "rope", False, 0):
-        raise ValueError("this ledger is the Llama-style block's (SwiGLU, "
-                         "RMSNorm, RoPE, no Q/K norm, dense); "
-                         "labkit.predict.activations has the GPT's")
+    return _family(a)
 
 
 def _casts(where, name, shape, bias):
@@ -77,9 +97,13 @@ def _norm(where, name, x_name, shape, precision):
 
 
 def block_saved(a, batch: int, seq: int, precision: str = "fp32",
-                recompute: str = "none", where: str = "block") -> list:
-    """What one block of the record ``a`` keeps, its input included."""
-    _check(a, precision, recompute, "cpu")
+                recompute: str = "none", where: str = "block",
+                device: str = "cpu") -> list:
+    """What one block of the record ``a`` keeps, its input included (the
+    GPT's block: :func:`labkit.predict.activations.gpt_block_saved`)."""
+    if _check(a, precision, recompute, device) == "gpt":
+        return gpt_block_saved(a, batch, seq, precision, recompute, device,
+                               where)
     b, s, h, f = batch, seq, a.hidden, a.ffn
     hq, d, qd, kvd = a.heads, a.head_dim, a.q_dim, a.kv_dim
     res, lin, stat = _dtypes(precision, "cpu")
@@ -134,20 +158,32 @@ def block_saved(a, batch: int, seq: int, precision: str = "fp32",
 
 
 def saved(a, seq: int, batch: int, precision: str = "fp32",
-          recompute: str = "none", strided_targets: bool = True) -> list:
-    """Every tensor one forward of the whole decoder keeps for backward
-    (``labkit.model.batch``'s targets are a strided view: a copy)."""
-    _check(a, precision, recompute, "cpu")
+          recompute: str = "none", strided_targets: bool = True,
+          device: str = "cpu") -> list:
+    """Every tensor one forward of the whole model keeps for backward:
+    the learned positions' indices (GPT), the blocks, the final norm, the
+    output layer and the loss (``labkit.model.batch``'s targets are a
+    strided view: a copy)."""
+    family = _check(a, precision, recompute, device)
     for k, v in (("seq", seq), ("batch", batch)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise ValueError(f"{k} must be a positive integer, got {v!r}")
     b, s, h, V = batch, seq, a.hidden, a.vocab
-    res, lin, stat = _dtypes(precision, "cpu")
+    res, lin, stat = _dtypes(precision, device)
     out = []
+    if a.positions == "learned":
+        out.append(Saved("embed", "pos indices (arange)", (s,), "int64"))
     for i in range(a.layers):
-        out += block_saved(a, b, s, precision, recompute, f"block {i}")
-    out += _norm("head", "ln_f", "ln_f input (last block output)",
-                 (b, s, h), precision)
+        out += block_saved(a, b, s, precision, recompute, f"block {i}",
+                           device)
+    if family == "gpt":
+        out += [Saved("head", "ln_f input (last block output)", (b, s, h),
+                      res),
+                Saved("head", "ln_f.mean", (b, s, 1), stat),
+                Saved("head", "ln_f.rstd", (b, s, 1), stat)]
+    else:
+        out += _norm("head", "ln_f", "ln_f input (last block output)",
+                     (b, s, h), precision)
     out += [Saved("head", "out input (ln_f output)", (b, s, h), lin)]
     if precision == "autocast_bf16":
         out.append(Saved("head", "out.weight (bf16 copy)", (V, h), "bf16",

@@ -2,14 +2,17 @@
 
     python -m labkit.predict.fit      # the gpu8 capstone's table (7B, 8x80 GB)
 
-Pure Python. A configuration is a strategy (``ddp`` or ``fsdp2_full`` =
+Pure Python. The model is the course's GPT by its sizes (``layers``,
+``hidden``, ``heads``, ``vocab``, ``seq``) or an architecture record and a
+sequence length (``{"arch": arch.preset("llama3-8b"), "seq": 8192}``).
+A configuration is a strategy (``ddp`` or ``fsdp2_full`` =
 ZeRO-3), a recompute mode, a per-rank micro-batch and the accumulation
 steps that make up the global batch. :func:`per_rank_bytes` adds, for one
 rank,
 
 - model states: :func:`labkit.predict.memory.ledger` (fp32 weights and
   Adam: 16 bytes per parameter, whole for DDP, / N for FSDP; chapter 1);
-- activations: :func:`labkit.predict.activations.saved` for the
+- activations: :func:`labkit.predict.activations_arch.saved` for the
   micro-batch (exact, tensor by tensor; chapter 12);
 - transients: DDP's gradient buckets (a second copy of the gradients,
   4 Psi, unless ``gradient_as_bucket_view``); FSDP's gathered units (the
@@ -45,6 +48,59 @@ STRATEGIES = ("ddp", "fsdp2_full")
 ZERO = {"ddp": "ddp", "fsdp2_full": "full_shard"}
 
 
+# -- the model: the course's GPT by its sizes, or an architecture record
+# (``{"arch": arch.preset("llama3-8b"), "seq": 8192}``), read the same way
+
+def _full(model: dict) -> dict:
+    m = {"mlp_ratio": 4, **model}
+    a = m.get("arch")
+    if a is not None:
+        m.update(layers=a.layers, hidden=a.hidden, heads=a.heads,
+                 vocab=a.vocab)
+    return m
+
+
+def _psi(m: dict) -> int:
+    if m.get("arch") is not None:
+        from labkit.predict import params as P
+        return P.total(m["arch"])
+    return gpt_params(m["layers"], m["hidden"], m["heads"], m["vocab"],
+                      m["seq"], m["mlp_ratio"])
+
+
+def _units(m: dict) -> list:
+    if m.get("arch") is not None:
+        from labkit.predict.mesh_arch import unit_shapes as arch_units
+        return arch_units(m["arch"], 1)
+    return unit_shapes(m["layers"], m["hidden"], m["heads"], m["vocab"],
+                       m["seq"], m["mlp_ratio"])
+
+
+def _saved(m: dict, batch: int, precision: str, rc: str, device: str,
+           block: bool = False) -> list:
+    """The activation ledger of the model (one block, or all of it)."""
+    if m.get("arch") is not None:
+        from labkit.predict import activations_arch as AA
+        if block:
+            return AA.block_saved(m["arch"], batch, m["seq"], precision, rc,
+                                  device=device)
+        return AA.saved(m["arch"], m["seq"], batch, precision, rc,
+                        device=device)
+    if block:
+        return A.block_saved(batch, m["seq"], m["hidden"], m["heads"],
+                             m["mlp_ratio"], precision, rc, device)
+    return A.saved(m["layers"], m["hidden"], m["heads"], m["vocab"],
+                   m["seq"], batch, m["mlp_ratio"], precision, rc, device)
+
+
+def _hardware_flops(m: dict, batch: int, rc: str) -> float:
+    if m.get("arch") is not None:
+        from labkit.predict.flops_arch import arch_flops
+        return arch_flops(m["arch"], batch, m["seq"], rc)["hardware_flops"]
+    return hardware_flops(batch, m["seq"], m["layers"], m["hidden"],
+                          m["vocab"], rc)
+
+
 def unit_shapes(layers, hidden, heads, vocab, seq, mlp_ratio=4) -> list:
     """Parameter shapes of each FSDP unit of labkit.model.GPT, in order."""
     h, r = hidden, mlp_ratio
@@ -73,28 +129,24 @@ def per_rank_bytes(model: dict, world_size: int, cfg: Config,
     """Bytes one rank holds at its peak, term by term (see module doc)."""
     if cfg.strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {cfg.strategy!r}: {STRATEGIES}")
-    m = {"mlp_ratio": 4, **model}
-    psi = gpt_params(m["layers"], m["hidden"], m["heads"], m["vocab"],
-                     m["seq"], m["mlp_ratio"])
+    m = _full(model)
+    psi = _psi(m)
     states = ledger(psi, world_size, ZERO[cfg.strategy],
                     precision="fp32").gpu_total
     if cfg.strategy == "ddp" and precision == "fsdp_bf16":
         precision = "autocast_bf16"   # DDP's bf16 is autocast
-    acts = A.total(A.saved(m["layers"], m["hidden"], m["heads"], m["vocab"],
-                           m["seq"], cfg.micro_batch, m["mlp_ratio"],
-                           precision, cfg.recompute, device))
+    acts = A.total(_saved(m, cfg.micro_batch, precision, cfg.recompute,
+                          device))
     param_bytes = 2 if precision != "fp32" else 4
     if cfg.strategy == "ddp":
         transient = 4 * psi
     else:
-        units = unit_shapes(m["layers"], m["hidden"], m["heads"],
-                            m["vocab"], m["seq"], m["mlp_ratio"])
+        units = _units(m)
         big = max(sum(math.prod(s) for s in u) for u in units)
         transient = 2 * big * param_bytes + 4 * big
     if cfg.recompute != "none":  # backward re-materialises one block
-        block = [A.block_saved(cfg.micro_batch, m["seq"], m["hidden"],
-                               m["heads"], m["mlp_ratio"], precision, rc,
-                               device) for rc in ("none", cfg.recompute)]
+        block = [_saved(m, cfg.micro_batch, precision, rc, device, True)
+                 for rc in ("none", cfg.recompute)]
         transient += A.total(block[0]) - A.total(block[1])
     return {"params": psi, "states": states, "activations": acts,
             "transient": transient, "total": states + acts + transient}
@@ -104,14 +156,11 @@ def step_seconds(model: dict, world_size: int, global_batch: int,
                  cfg: Config, flops_per_s: float, link_bytes_per_s: float,
                  precision: str = "fp32") -> dict:
     """Predicted seconds of one step, no overlap (an upper bound)."""
-    m = {"mlp_ratio": 4, **model}
+    m = _full(model)
     rc = "full" if cfg.recompute == "full" else "none"  # selective keeps
-    flops = hardware_flops(global_batch, m["seq"], m["layers"],  # matmuls
-                           m["hidden"], m["vocab"], rc) / world_size
-    calls = step_calls(unit_shapes(m["layers"], m["hidden"], m["heads"],
-                                   m["vocab"], m["seq"], m["mlp_ratio"]),
-                       world_size, cfg.strategy, cfg.accumulation,
-                       no_sync=cfg.strategy == "ddp",
+    flops = _hardware_flops(m, global_batch, rc) / world_size  # matmuls
+    calls = step_calls(_units(m), world_size, cfg.strategy,
+                       cfg.accumulation, no_sync=cfg.strategy == "ddp",
                        param_bytes=2 if precision != "fp32" else 4,
                        grad_bytes=4)
     wire = sum(c["bytes"] * _ring_factor(c["op"], world_size) for c in calls)

@@ -1,6 +1,8 @@
 """Price one parallel layout: memory per GPU and time per step.
 
     python -m labkit plan --params 175e9 --gpus 1024 --batch 1536 --top 5
+    python -m labkit plan --hf-config llama3.1-405b.json --seq 8192 \
+        --gpus 16384 --gpu h100-80gb --batch 2048 --tp 8 --pp 16
 
 The formulas of chapters 1-6 only (no torch), used by
 :mod:`labkit.predict.choosing` (``labkit plan``):
@@ -8,7 +10,9 @@ The formulas of chapters 1-6 only (no torch), used by
 - memory per GPU, heaviest pipeline stage (:mod:`labkit.predict.partition`:
   every stage priced with its own layers, the embedding on the first, the
   output layer and its logits on the last, the micro-batches 1F1B keeps in
-  flight there): model states from the ledger (:mod:`labkit.predict.memory`,
+  flight there, all read from the model's architecture record by
+  :mod:`labkit.predict.stage_bytes`: GQA, SwiGLU, an untied vocabulary):
+  model states from the ledger (:mod:`labkit.predict.memory`,
   ZeRO Fig. 1); activations from Korthikanti et al. 2022, Table 2, plus one
   layer's full activations while a layer is recomputed; buffers: the output
   layer's logits (Korthikanti Sec. 4.3, ``4 s b h / t (1 + V/h)``),
@@ -42,7 +46,7 @@ from labkit.predict import flops as _flops
 from labkit.predict import memory as _memory
 from labkit.predict import partition as _part
 from labkit.predict import sharding as _sharding
-from labkit.predict import tensor_parallel as _tp
+from labkit.predict import stage_bytes as _sb
 from labkit.predict.cluster import GB, Cluster
 from labkit.predict.shapes import Model
 
@@ -99,21 +103,16 @@ class Layout:
 
 
 def stage_params(m: Model, tp: int, parts, stage: int) -> float:
-    """Parameters on one GPU of pipeline stage ``stage``.
+    """Parameters on one GPU of pipeline stage ``stage``, read from the
+    model's record (:func:`labkit.predict.stage_bytes.stage_params`).
 
-    Its layers split as Megatron splits them
-    (:func:`labkit.predict.tensor_parallel.layer_params`); the first stage
-    adds the word embedding (``V h / t``, vocabulary-parallel) and learned
-    positions (``s h``); the last adds its copy of the tied output layer
-    (``V h / t``, Megatron-LM) unless it is also the first.
+    Its layers split as Megatron splits them (K/V heads replicated when
+    ``tp`` exceeds them); the first stage adds the word embedding (``V h /
+    t``, vocabulary-parallel) and learned positions (``s h``); the last adds
+    the output layer (``V h / t``: untied, its own weight; tied,
+    Megatron-LM's copy) and the final norm.
     """
-    layer = _tp.layer_params(m.hidden, tp)["total"]
-    psi = parts[stage] * layer
-    if stage == 0:
-        psi += m.vocab * m.hidden / tp + m.seq * m.hidden
-    elif stage == len(parts) - 1:
-        psi += m.vocab * m.hidden / tp
-    return psi
+    return _sb.stage_params(m.arch, tp, parts, stage)
 
 
 def heaviest_params(m: Model, tp: int, parts) -> float:
@@ -125,28 +124,28 @@ def stage_memory(m: Model, lay: Layout, a: Assumptions, stage: int) -> dict:
     buffers (the keys sum to ``total``; ``cpu`` is what offload keeps)."""
     parts = lay.partition
     p = len(parts)
+    rec = m.arch
     # the optimizer shards over data x context parallel (Megatron-LM)
     led = _memory.ledger(stage_params(m, lay.tp, parts, stage),
                          lay.dp * lay.cp, lay.strategy, a.precision,
                          a.optimizer, lay.offload)
     b, t, s = lay.micro_batch, lay.tp, m.seq // lay.cp
-    per_layer = _memory.activation_bytes_per_layer(
-        s, b, m.hidden, m.heads, tp=t,
-        sequence_parallel=lay.sequence_parallel, recompute=lay.recompute)
+    per_layer = _sb.layer_activation_bytes(
+        rec, s, b, tp=t, sequence_parallel=lay.sequence_parallel,
+        recompute=lay.recompute)
     act = (_part.in_flight(p, lay.microbatches, stage) * parts[stage]
            * per_layer)
     if lay.recompute == "full":  # the layer being recomputed, in full
-        act += _memory.activation_bytes_per_layer(
-            s, b, m.hidden, m.heads, tp=t,
-            sequence_parallel=lay.sequence_parallel)
+        act += _sb.layer_activation_bytes(
+            rec, s, b, tp=t, sequence_parallel=lay.sequence_parallel)
     if lay.cp > 1:  # ring attention: the K/V block in use and the next
-        act += 2 * 2 * b * s * m.hidden / t * 2
+        act += _sb.ring_buffer_bytes(rec, s, b, t)
     logits = 0.0
     if stage == p - 1:  # the output layer's logits, on the last stage
-        logits = 4.0 * s * b * m.hidden / t * (1 + m.vocab / m.hidden)
+        logits = _sb.logits_bytes(rec, s, b, t)
     gathered = 0.0
     if lay.zero == 3:  # the layer in use and the one prefetched, 16-bit
-        gathered = 2 * 2 * _tp.layer_params(m.hidden, t)["total"]
+        gathered = 2 * 2 * _sb.layer_params(rec, t)
     out = {"params": led.params_gpu, "grads": led.grads_gpu,
            "optimizer": led.optimizer_gpu, "activations": act,
            "logits": logits, "zero3_gather": gathered,
@@ -171,8 +170,7 @@ def step_time(m: Model, lay: Layout, cl: Cluster, a: Assumptions) -> dict:
                          lay.microbatches, lay.cp)
     s = m.seq // c             # each context-parallel rank: s/c tokens
     most = max(lay.partition)  # the slowest stage paces the pipeline
-    per_mb = _flops.hardware_flops(b, m.seq, m.layers, m.hidden, m.vocab,
-                                   lay.recompute)
+    per_mb = m.hardware_flops(b, lay.recompute)
     compute_mb = per_mb * most / m.layers / t / c / (peak * a.efficiency)
     # TP: 2 collectives forward, 2 backward per layer (+2 recomputed)
     tp_mb = 0.0
@@ -190,8 +188,9 @@ def step_time(m: Model, lay: Layout, cl: Cluster, a: Assumptions) -> dict:
     cp_mb = 0.0
     if c > 1:
         link = cl.intra if t * c <= cl.gpus_per_node else cl.inter
-        hop = _coll.collective_time("broadcast", 2 * b * s * m.hidden / t
-                                    * 2, 2, link, a.link_efficiency)
+        kv = _sb.ring_buffer_bytes(m.arch, s, b, t) / 2  # K and V, bf16
+        hop = _coll.collective_time("broadcast", kv, 2, link,
+                                    a.link_efficiency)
         hops = 3 * c - 2 + (c - 1 if lay.recompute == "full" else 0)
         ring = hops * hop   # K/V fwd and bwd, dK/dV bwd, + recomputed fwd
         cp_mb = most * max(0.0, ring - compute_mb / most)

@@ -90,10 +90,13 @@ def fsdp_rank_param_bytes(vocab: int, seq: int, layers: int, hidden: int,
 
 def tp_comm(layers: int, micro_batch: int, seq: int, hidden: int, tp: int,
             sequence_parallel: bool = False,
-            bytes_per_element: int = 4) -> dict:
+            bytes_per_element: int = 4, norm_tensors: int = 4) -> dict:
     """``{op: {"calls", "bytes"}}`` inside "tp", one step of one
     micro-batch (forward and backward) on one rank; ``{}`` when ``tp`` is
-    1. ``micro_batch``: the sequences this rank's "dp" slice holds."""
+    1. ``micro_batch``: the sequences this rank's "dp" slice holds.
+    ``norm_tensors``: the ``h``-wide norm parameters per layer whose
+    gradients are partial sums under sequence parallelism (two LayerNorms'
+    weights and biases: 4; two RMSNorms: 2)."""
     if tp == 1:
         return {}
     size = micro_batch * seq * hidden * bytes_per_element
@@ -110,7 +113,8 @@ def tp_comm(layers: int, micro_batch: int, seq: int, hidden: int, tp: int,
             add(op, n * layers, size)
     if sequence_parallel:
         add("all_gather", 2, size)      # before the head, after the embedding
-        add("all_reduce", 4 * layers, hidden * bytes_per_element)  # LN grads
+        add("all_reduce", norm_tensors * layers,
+            hidden * bytes_per_element)                   # norm grads
     return out
 
 

@@ -115,8 +115,8 @@ def layout(a, tp, pp, dp, ep, seq, micro_batch, gpus_per_node, spec,
 def plan(a, gpus, gpus_per_node, gpu, global_batch, seq, micro_batch=1,
          tp=None, pp=None, ep=None, efficiency=0.5, reserve_gb=2.0):
     if not a.experts:
-        raise ValueError("this config has no experts: use the shape flags "
-                         "(--layers ... or --params) for a dense model")
+        raise ValueError("this config has no experts: labkit plan prices "
+                         "a dense one with labkit.predict.layout_cost")
     spec = gpu_spec(gpu)
     out = []
     for t in ([tp] if tp else _divisors(min(gpus, gpus_per_node))):
@@ -147,12 +147,12 @@ def add_arguments(g) -> None:
                    "--hf-config)")
 
 
-def main(args) -> int:
+def main(args, a=None) -> int:
     import json
     import sys
 
     from labkit import arch
-    a = arch.from_hf_config(args.hf_config)
+    a = a if a is not None else arch.from_hf_config(args.hf_config)
     seq = args.seq or 4096
     lays = plan(a, args.gpus, args.gpus_per_node, args.gpu, args.batch,
                 seq, args.micro_batch or 1, args.tp, args.pp, args.ep,

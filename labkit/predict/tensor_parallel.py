@@ -4,6 +4,18 @@
     TP.comm_payload_bytes(micro_batch=1, seq=2048, hidden=12288, tp=8)
     TP.comm_bytes_sent(1, 2048, 12288, tp=8)       # ring bytes per GPU
     TP.comm_compute(1, 2048, 12288, tp=8, link="ib-hdr", tflops=156)
+    from labkit.predict import arch
+    a = arch.preset("llama3-70b")    # any record where a shape goes:
+    TP.layer_params(a, tp=8)          # GQA: 8 KV heads over 8 ranks
+    TP.comm_compute(1, 8192, a, tp=8)
+
+Every function takes an architecture record (:mod:`labkit.predict.arch`)
+in place of the shape: ``hidden`` (or ``layers``) may be an ``Arch``. The
+positional GPT is :func:`labkit.predict.arch.gpt` of those sizes, and the
+tests hold the two equal. With a record, the layer splits as
+:mod:`labkit.predict.tensor_parallel_gqa` says (K/V heads over the ranks,
+replicated when ``t > kv_heads``), and its activations are
+:func:`labkit.predict.stage_bytes.layer_activation_bytes`.
 
 Megatron-LM (Shoeybi et al. 2019, "Megatron-LM: Training Multi-Billion
 Parameter Language Models Using Model Parallelism", Sec. 3) splits each
@@ -32,6 +44,14 @@ from __future__ import annotations
 
 from labkit.predict import collectives as _coll
 from labkit.predict import memory as _memory
+from labkit.predict.arch import Arch
+from labkit.predict.tolerance import (EPS, ROUNDINGS,  # noqa: F401
+                                      check_tolerance)
+
+
+def _hidden(x):
+    """The width of a shape argument: an int, or a record's hidden."""
+    return x.hidden if isinstance(x, Arch) else x
 
 
 def _positive(**kw) -> None:
@@ -66,6 +86,7 @@ def comm_payload_bytes(micro_batch: int, seq: int, hidden: int, tp: int,
     each rank: every collective carries the whole ``b x s x h`` activation.
     ``phase``: ``forward``, ``backward`` or ``both``. ``{}`` when ``tp`` is 1.
     """
+    hidden = _hidden(hidden)
     _positive(micro_batch=micro_batch, seq=seq, hidden=hidden, tp=tp,
               bytes_per_element=bytes_per_element, layers=layers)
     if phase not in ("forward", "backward", "both"):
@@ -106,8 +127,12 @@ def layer_params(hidden: int, tp: int = 1, mlp_ratio: int = 4) -> dict:
 
     Column-parallel weights and biases (QKV, MLP in) and row-parallel
     weights (attention out, MLP out) are divided by ``t``; the row-parallel
-    biases and both LayerNorms are replicated on every GPU.
+    biases and both LayerNorms are replicated on every GPU. ``hidden`` a
+    record: :func:`labkit.predict.tensor_parallel_gqa.layer_params`.
     """
+    if isinstance(hidden, Arch):
+        from labkit.predict.tensor_parallel_gqa import layer_params
+        return layer_params(hidden, tp)
     _positive(hidden=hidden, tp=tp, mlp_ratio=mlp_ratio)
     h, r = hidden, mlp_ratio
     if (r * h) % tp or h % tp:
@@ -119,8 +144,8 @@ def layer_params(hidden: int, tp: int = 1, mlp_ratio: int = 4) -> dict:
             "total": sharded + replicated}
 
 
-def rank_params(layers: int, hidden: int, vocab: int, seq: int, tp: int = 1,
-                pp: int = 1, mlp_ratio: int = 4) -> list[int]:
+def rank_params(layers, hidden: int = 0, vocab: int = 0, seq: int = 0,
+                tp: int = 1, pp: int = 1, mlp_ratio: int = 4) -> list[int]:
     """Parameters each rank holds, rank by rank, TP inside PP stages.
 
     A GPT with untied token embedding and head: with ``tp`` both are split
@@ -130,7 +155,20 @@ def rank_params(layers: int, hidden: int, vocab: int, seq: int, tp: int = 1,
     the layers split evenly into stages (``layers`` must divide); the
     first stage holds the embeddings, the last the final LayerNorm and the
     head. Ranks ``i * tp .. i * tp + tp - 1`` form stage ``i``.
+    ``layers`` a record: its own stages
+    (:func:`labkit.predict.stage_bytes.stage_params`), ``rank_params(a,
+    tp=8, pp=16)``.
     """
+    if isinstance(layers, Arch):
+        from labkit.predict import stage_bytes as SB
+        a = layers
+        _positive(tp=tp, pp=pp)
+        if a.layers % pp or a.vocab % tp:
+            raise ValueError(f"layers {a.layers} must divide by pp={pp} "
+                             f"and vocab {a.vocab} by tp={tp}")
+        parts = (a.layers // pp,) * pp
+        return [int(SB.stage_params(a, tp, parts, i)) for i in range(pp)
+                for _ in range(tp)]
     _positive(layers=layers, hidden=hidden, vocab=vocab, seq=seq, tp=tp,
               pp=pp)
     if layers % pp or vocab % tp:
@@ -144,7 +182,7 @@ def rank_params(layers: int, hidden: int, vocab: int, seq: int, tp: int = 1,
     return [n for n in stages for _ in range(tp)]
 
 
-def activation_bytes(seq: int, micro_batch: int, hidden: int, heads: int,
+def activation_bytes(seq: int, micro_batch: int, hidden, heads: int = 0,
                      tp: int = 1, sequence_parallel: bool = False,
                      recompute: str = "none", layers: int = 1) -> float:
     """Activation bytes of ``layers`` layers on one GPU (16-bit).
@@ -153,8 +191,14 @@ def activation_bytes(seq: int, micro_batch: int, hidden: int, heads: int,
     :func:`labkit.predict.memory.activation_bytes_per_layer`:
     ``s b h (10 + 24/t + 5 a s/(h t))`` with tensor parallelism,
     ``s b h / t (34 + 5 a s / h)`` with sequence parallelism too.
+    ``hidden`` a record (``heads`` then unused): the same terms with its
+    widths, :func:`labkit.predict.stage_bytes.layer_activation_bytes`.
     """
     _positive(layers=layers)
+    if isinstance(hidden, Arch):
+        from labkit.predict.stage_bytes import layer_activation_bytes
+        return layers * layer_activation_bytes(
+            hidden, seq, micro_batch, tp, sequence_parallel, recompute)
     if heads % tp:
         raise ValueError(f"heads ({heads}) must divide by tp ({tp})")
     return layers * _memory.activation_bytes_per_layer(
@@ -167,8 +211,18 @@ def layer_flops(micro_batch: int, seq: int, hidden: int,
     """Model FLOPs of one layer, forward + backward, one micro-batch.
 
     ``3 x (24 b s h^2 + 4 b s^2 h)`` for ``r = 4`` (Narayanan et al. 2021,
-    appendix); in general ``3 x ((8 + 4 r) b s h^2 + 4 b s^2 h)``.
+    appendix); in general ``3 x ((8 + 4 r) b s h^2 + 4 b s^2 h)``. For a
+    record: ``3 x (2 b s N_layer + 4 b s^2 q_dim)``, ``N_layer`` its
+    matrices (GQA's narrower K/V, SwiGLU's three).
     """
+    if isinstance(hidden, Arch):
+        from labkit.predict import params as P
+        a = hidden
+        _positive(micro_batch=micro_batch, seq=seq)
+        mm = sum(P.numel(sh) for _, sh, part in P.layer_tensors(a, 0)
+                 if part != "norms" and len(sh) == 2)
+        b, s = micro_batch, seq
+        return 3.0 * (2 * mm * b * s + 4 * b * s * s * a.q_dim)
     _positive(micro_batch=micro_batch, seq=seq, hidden=hidden,
               mlp_ratio=mlp_ratio)
     b, s, h = micro_batch, seq, hidden
@@ -200,29 +254,3 @@ def comm_compute(micro_batch: int, seq: int, hidden: int, tp: int,
     compute = layer_flops(micro_batch, seq, hidden) / tp / (tflops * 1e12)
     return {"comm_s": comm, "compute_s": compute,
             "ratio": comm / compute, "link": link}
-
-
-# Machine epsilon (the gap between 1 and the next number) of the labs'
-# dtypes: 2^-23 for fp32 (23 stored mantissa bits), 2^-7 for bf16 (7).
-EPS = {"fp32": 2.0 ** -23, "bf16": 2.0 ** -7}
-ROUNDINGS = 4   # eps allowed between two orders of the same sums
-
-
-def check_tolerance(dtype: str) -> float:
-    """Largest error of a correct split against the unsharded block.
-
-    A correct split computes the same sums as the reference in another
-    order, in the same precision; each side's result is rounded, and the
-    roundings it inherits through the block are of the same size at the
-    labs' shapes (Higham, "Accuracy and Stability of Numerical Algorithms",
-    2002, Sec. 3.1: a sum rounded in another order differs by a few units
-    of ``u = eps / 2`` relative to its size). Errors are measured relative
-    to the largest value of the reference (outputs, gradients), or absolute
-    for the parameters after one SGD step (LayerNorm weights of about 1, so
-    one unit of their last place is ``eps``). The tolerance is
-    ``ROUNDINGS * eps``: 4.8e-7 for fp32, 3.1e-2 for bf16. A wrong split
-    errs by whole percents to tens of percents, far above either.
-    """
-    if dtype not in EPS:
-        raise ValueError(f"unknown dtype {dtype!r}: {', '.join(EPS)}")
-    return ROUNDINGS * EPS[dtype]
