@@ -90,3 +90,11 @@ def test_a_failing_real_run_shows_the_line_and_every_ranks_prints(
     assert "--- rank 0, end of its log ---" in out and "rank 0 steps" in out
     assert "--- rank 1, end of its log ---" in out and "rank 1 steps" in out
     assert str(tmp_path / "run") in out
+
+
+def test_a_ring_has_no_one_rank_run_and_says_why(capsys):
+    """Ring attention needs a neighbour: gloo has no pair with itself, so
+    the kernel run is skipped with its reason instead of a gloo error."""
+    assert S.smoke("context_parallel", print, ranks=False) is None
+    out = capsys.readouterr().out
+    assert "not run: a ring needs two ranks" in out

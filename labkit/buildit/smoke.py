@@ -89,11 +89,18 @@ def smoke(lab: str, *objs, ranks: bool = True, run_dir=None,
     """Run part ``lab`` on ``objs`` on one rank in this kernel, then (unless
     ``ranks=False``) on real ranks in ``run_dir``; show each run's checks
     and, for a failed real run, each rank's log tail. Returns the last
-    run's result (``buildit.run``'s dict)."""
+    run's result (``buildit.run``'s dict). A part whose harness sets
+    ``NO_ONE_RANK`` (the reason: a ring needs a peer) skips the one-rank
+    run and says why."""
     from labkit import buildit
-    result = _one_rank(lab, objs, config)
-    print(f"one rank, in this kernel ({lab}): your code ran")
-    buildit.show(result)
+    why_not = getattr(buildit.harness(lab), "NO_ONE_RANK", None)
+    if why_not:   # a part that needs a peer (a ring) has no one-rank run
+        print(f"one rank, in this kernel ({lab}): not run: {why_not}")
+        result = None
+    else:
+        result = _one_rank(lab, objs, config)
+        print(f"one rank, in this kernel ({lab}): your code ran")
+        buildit.show(result)
     if not ranks:
         return result
     run_dir = Path(run_dir or tempfile.mkdtemp(prefix=f"buildit-{lab}-"))
