@@ -62,6 +62,7 @@ class ExpertParallelMoE(MoE):
         got_counts = got_counts.view(ep, per)        # [source, my expert]
         send = kept.view(ep, per).sum(1).tolist()
         recv = got_counts.sum(1).tolist()
+        self.stats["received"] = got_counts.sum(0).tolist()  # per expert
         rows = x[tok]                                # 2. dispatch
         got = all_to_all(rows, recv, send, self.group)
         perm = regroup(got_counts)                   # 3. by local expert
@@ -69,7 +70,8 @@ class ExpertParallelMoE(MoE):
                           got_counts.sum(0).tolist())
         back = out[torch.argsort(perm)]              # source order again
         ret = all_to_all(back, send, recv, self.group)
-        y = torch.zeros_like(x).index_add_(0, tok, ret * wt.unsqueeze(1))
+        y = torch.zeros_like(x).index_add_(
+            0, tok, (ret * wt.unsqueeze(1)).to(x.dtype))  # autocast: bf16 rows
         return (y + self.shared_out(x)).view(shape)  # 4. combined
 
 
