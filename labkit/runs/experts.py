@@ -58,11 +58,13 @@ def set_capacity(model, factor) -> None:
         m.capacity_factor = factor
 
 
-def parallel(base, ep_group):
-    m = copy.deepcopy(base)
+def parallel(base, ep_group, layer=ExpertParallelMoE, copy_base=True):
+    """A copy of ``base`` whose MoE layers keep only this EP rank's
+    experts (``layer``: the dry run passes its even-routing twin)."""
+    m = copy.deepcopy(base) if copy_base else base
     for b in m.blocks:
         if hasattr(b.mlp, "experts"):
-            b.mlp = ExpertParallelMoE(b.mlp, ep_group)
+            b.mlp = layer(b.mlp, ep_group)
     DDP._set_params_and_buffers_to_ignore_for_model(
         m, [n for n, _ in expert_parameters(m)])
     return m
