@@ -24,7 +24,8 @@ def _cli(*argv):
 def test_deepseek_v3_published_layout_fits():
     r = _cli("--hf-config", str(CONFIGS / "deepseek-v3.json"), "--gpus",
              "2048", "--gpu", "h800-80gb", "--batch", "15360", "--seq",
-             "4096", "--pp", "16", "--ep", "64", "--tp", "1", "--json")
+             "4096", "--pp", "16", "--ep", "64", "--tp", "1", "--cp", "1",
+             "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     (lay,) = out["layouts"]
@@ -68,3 +69,37 @@ def test_dense_config_goes_to_the_dense_planner(tmp_path):
     assert len(ep.stderr.strip().splitlines()) == 1
     with pytest.raises(ValueError, match="no experts"):
         M.plan(A.preset("llama3-8b"), 8, 8, "h100-80gb", 8, 4096)
+
+
+def test_cp_is_searched_and_ep_folds_over_dp_cp():
+    a = A.from_hf_config(CONFIGS / "mixtral-8x7b.json")
+    lays = M.plan(a, 64, 8, "h100-80gb", 16, 131072, pp=4, tp=1)
+    assert {x["cp"] for x in lays} >= {1, 2, 4}
+    for x in lays:
+        assert x["tp"] * x["cp"] * x["pp"] * x["dp"] == 64
+        assert (x["dp"] * x["cp"]) % x["ep"] == 0
+        assert (x["ring_gb_per_step"] > 0) == (x["cp"] > 1)
+    assert any(x["fits"] and x["cp"] > 1 for x in lays)
+
+
+def test_cp_terms():
+    """Same replicas (dp x cp): the same states; activations, dispatch
+    and all-to-all per rank shrink by cp; ring attention's K/V blocks
+    (context_parallel.ring) added, on NVLink inside a node."""
+    from labkit.predict import context_parallel as CP
+    a = A.from_hf_config(CONFIGS / "mixtral-8x7b.json")
+    spec = M.gpu_spec("h100-80gb")
+    one = M.layout(a, 1, 4, 16, 8, 32768, 1, 8, spec, 64)
+    two = M.layout(a, 1, 4, 8, 8, 32768, 1, 8, spec, 64, cp=2)
+    assert two["states_gb"] == pytest.approx(one["states_gb"])
+    kv = 2 * 2 * (32768 // 2) * a.kv_dim * 2 / 1e9     # two K/V blocks
+    assert two["activations_gb"] == pytest.approx(
+        one["activations_gb"] / 2 + kv)
+    assert two["dispatch_gb"] == pytest.approx(one["dispatch_gb"] / 2)
+    # half the tokens per rank, twice the micro-batches per rank (dp / 2)
+    assert two["a2a_gb_per_step"] == pytest.approx(one["a2a_gb_per_step"])
+    ring = CP.ring(a, 1, 32768, 2)["send"]["bytes"] * 8 * 8  # layers, mb
+    assert two["ring_gb_per_step"] == pytest.approx(ring / 1e9)
+    assert two["ring_link"] == "nvlink"
+    assert M.layout(a, 1, 1, 1, 8, 32768, 1, 8, spec, 64, cp=64)[
+        "ring_link"] == "infiniband"

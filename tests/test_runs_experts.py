@@ -54,3 +54,23 @@ def test_balance_records_the_load(ranks):
     for steps in loads.values():
         assert len(steps) == 2
         assert sum(steps[0]["load"][0]) == 2 * 8 * 16   # k x global tokens
+
+
+def test_activations_per_rank_are_the_ledger(ranks):
+    """Each EP rank keeps its router's tensors for its own tokens and its
+    experts' for the rows it received: the ledger, to the byte."""
+    from collections import Counter
+
+    from labkit.predict import activations_moe as AM
+    from labkit.runs.experts import parser, record
+    a = record(parser().parse_args(["--hidden", str(H)]))
+    received = []
+    for r in ranks:
+        act = r["activations"]
+        routed = [(s, list(got)) for s, got in act["routed"]]
+        pred = AM.ep_decoder_saved(a, 16, act["micro_batch"], routed)
+        assert Counter((e.dtype, e.bytes) for e in pred) == Counter(
+            (t[0], t[1]) for t in act["tensors"])
+        assert act["total"] == AM.total(pred)
+        received.append(sum(sum(got) for _, got in routed))
+    assert sum(received) == 4 * 2 * 2 * 16 * 2   # W x layers x b x s x k

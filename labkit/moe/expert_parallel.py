@@ -54,23 +54,32 @@ class ExpertParallelMoE(MoE):
         shape, (ep, per) = x.shape, (self.ep, self.per)
         x = x.reshape(-1, shape[-1])
         w, idx, keep = self.route(x)
-        tok, wt, _ = plan(idx, keep, w)
-        kept = torch.tensor(self.stats["kept"], dtype=torch.int64,
-                            device=x.device)
-        got_counts = torch.empty_like(kept)          # 1. counts first
-        tdist.all_to_all_single(got_counts, kept, group=self.group)
-        got_counts = got_counts.view(ep, per)        # [source, my expert]
-        send = kept.view(ep, per).sum(1).tolist()
-        recv = got_counts.sum(1).tolist()
+        tok, wt, _ = self.plan(idx, keep, w)
+        got_counts = self.exchange_counts(x)         # 1. counts first
+        send = [sum(self.stats["kept"][d * per:(d + 1) * per])
+                for d in range(ep)]
+        recv = [sum(row) for row in got_counts]      # [source][my expert]
+        self.stats["received"] = [sum(c) for c in zip(*got_counts)]
         rows = x[tok]                                # 2. dispatch
         got = all_to_all(rows, recv, send, self.group)
-        perm = regroup(got_counts)                   # 3. by local expert
-        out = run_experts(self.experts, got[perm],
-                          got_counts.sum(0).tolist())
+        perm = regroup(got_counts, x.device)         # 3. by local expert
+        out = run_experts(self.experts, got[perm], self.stats["received"])
         back = out[torch.argsort(perm)]              # source order again
         ret = all_to_all(back, send, recv, self.group)
-        y = torch.zeros_like(x).index_add_(0, tok, ret * wt.unsqueeze(1))
+        y = torch.zeros_like(x).index_add_(
+            0, tok, (ret * wt.unsqueeze(1)).to(x.dtype))  # autocast: bf16 rows
         return (y + self.shared_out(x)).view(shape)  # 4. combined
+
+    plan = staticmethod(plan)     # step 3 of the one-process layer
+
+    def exchange_counts(self, x) -> list:
+        """Every peer's kept rows for each of my experts, ``[source][j]``
+        (an even all-to-all of ``E`` int64: the split sizes)."""
+        kept = torch.tensor(self.stats["kept"], dtype=torch.int64,
+                            device=x.device)
+        got = torch.empty_like(kept)
+        tdist.all_to_all_single(got, kept, group=self.group)
+        return got.view(self.ep, self.per).tolist()
 
 
 def all_to_all(x, out_splits: list, in_splits: list, group):
@@ -80,16 +89,17 @@ def all_to_all(x, out_splits: list, in_splits: list, group):
     return y.wait() if hasattr(y, "wait") else y
 
 
-def regroup(counts) -> torch.Tensor:
+def regroup(counts: list, device=None) -> torch.Tensor:
     """Row order that turns ``[source][expert]`` blocks into
-    ``[expert][source]`` blocks (``counts[s, j]`` rows each)."""
-    n = counts.reshape(-1)
-    start = torch.cumsum(n, 0) - n                   # of block (s, j)
-    start = start.view(counts.shape)
-    parts = [torch.arange(int(start[s, j]), int(start[s, j] + counts[s, j]))
-             for j in range(counts.shape[1]) for s in range(counts.shape[0])]
-    perm = torch.cat(parts) if parts else torch.zeros(0, dtype=torch.long)
-    return perm.to(counts.device)
+    ``[expert][source]`` blocks (``counts[s][j]`` rows each)."""
+    flat = [n for row in counts for n in row]
+    start = [sum(flat[:i]) for i in range(len(flat))]
+    per = len(counts[0]) if counts else 0
+    parts = [torch.arange(start[s * per + j], start[s * per + j]
+                          + counts[s][j], device=device)
+             for j in range(per) for s in range(len(counts))]
+    return (torch.cat(parts) if parts else
+            torch.zeros(0, dtype=torch.long, device=device))
 
 
 def expert_parameters(model) -> list:

@@ -104,7 +104,8 @@ class MoE(nn.Module):
         w, idx, keep = self.route(x)
         tok, wt, _ = plan(idx, keep, w)
         out = run_experts(self.experts, x[tok], self.stats["kept"])
-        y = torch.zeros_like(x).index_add_(0, tok, out * wt.unsqueeze(1))
+        y = torch.zeros_like(x).index_add_(
+            0, tok, (out * wt.unsqueeze(1)).to(x.dtype))  # autocast: bf16 rows
         return (y + self.shared_out(x)).view(shape)
 
 

@@ -66,9 +66,10 @@ def add_arguments(p) -> None:
     p.add_argument("--tp", type=int)
     p.add_argument("--pp", type=int)
     p.add_argument("--micro-batch", type=int)
-    p.add_argument("--cp", type=int, default=1,
+    p.add_argument("--cp", type=int,
                    help="context-parallel ranks (ring attention over the "
-                   "sequence); 1: none")
+                   "sequence); default 1 (none) for a dense model, "
+                   "searched for a mixture of experts")
     p.add_argument("--partition", type=_part.parse,
                    help="layers per pipeline stage, e.g. 5,6,6,5 (sets pp)")
     p.add_argument("--first-stage-layers", type=int,
@@ -143,7 +144,7 @@ def main(args) -> int:
                 micro_batch=args.micro_batch, partition=args.partition,
                 first_stage_layers=args.first_stage_layers,
                 last_stage_layers=args.last_stage_layers,
-                context_parallel=(args.cp,))
+                context_parallel=(args.cp or 1,))
     ok = [x for x in lays if x.feasible]
     shown = ok[:args.top] + ([x for x in lays if not x.feasible]
                              if args.all else [])

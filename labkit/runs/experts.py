@@ -19,7 +19,9 @@ factor each rank saves: the largest differences of its logits, its dense
 gradients and its experts' gradients to the reference; per layer the
 router's own counts (routed and kept, per expert, on every EP peer) and
 the bytes through every all-to-all, forward and backward
-(:class:`labkit.measure.collectives.CollectiveCounter`). Then ``--steps``
+(:class:`labkit.measure.collectives.CollectiveCounter`); the bytes one
+dropless forward keeps for backward, per rank, with the rows each layer
+sent and received. Then ``--steps``
 Adam steps with the aux loss off and on record the per-expert load.
 """
 from __future__ import annotations
@@ -34,6 +36,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from labkit import arch, dist
+from labkit.measure import activations_moe as MM
 from labkit.measure.collectives import CollectiveCounter
 from labkit.model import GPTConfig, batch, build_arch, local_batch
 from labkit.moe.expert_parallel import ExpertParallelMoE, expert_parameters
@@ -55,11 +58,13 @@ def set_capacity(model, factor) -> None:
         m.capacity_factor = factor
 
 
-def parallel(base, ep_group):
-    m = copy.deepcopy(base)
+def parallel(base, ep_group, layer=ExpertParallelMoE, copy_base=True):
+    """A copy of ``base`` whose MoE layers keep only this EP rank's
+    experts (``layer``: the dry run passes its even-routing twin)."""
+    m = copy.deepcopy(base) if copy_base else base
     for b in m.blocks:
         if hasattr(b.mlp, "experts"):
-            b.mlp = ExpertParallelMoE(b.mlp, ep_group)
+            b.mlp = layer(b.mlp, ep_group)
     DDP._set_params_and_buffers_to_ignore_for_model(
         m, [n for n, _ in expert_parameters(m)])
     return m
@@ -148,6 +153,23 @@ def compare(factor, base, ctx, mesh, a, c):
                                         - {"all_to_all"})}
 
 
+def activations(base, ctx, mesh, a, c) -> dict:
+    """What one dropless forward keeps for backward on this rank, the EP
+    model's (:mod:`labkit.measure.activations_moe`), with each layer's
+    sent and received rows: the ledger's input
+    (:func:`labkit.predict.activations_moe.ep_decoder_saved`)."""
+    set_capacity(base, None)
+    model = parallel(base, mesh.get_group("ep"))
+    xs, ys = local_batch(*batch(c, a.batch, 0, a.seed, device=ctx.device),
+                         ctx.rank, ctx.world_size)
+    got = MM.measure(model, xs, ys)
+    got["loss"].backward()            # the collectives of backward too
+    return {"total": got["total"], "tensors": got["tensors"],
+            "micro_batch": xs.shape[0],
+            "routed": [(sum(m.stats["kept"]), m.stats["received"])
+                       for m in moe_blocks(model)]}
+
+
 def balance(base, ctx, mesh, a, c, aux: float) -> list:
     """Per step: every layer's per-expert load over the whole world, on
     one fixed held-out batch (a new batch each step would add its own
@@ -216,10 +238,12 @@ def main(argv=None):
         ctx.device, torch.bfloat16 if a.bf16 else torch.float32)
     results = [compare(f, base, ctx, mesh, a, c)
                for f in a.capacity_factors]
+    act = activations(base, ctx, mesh, a, c)
     loads = {str(aux): balance(base, ctx, mesh, a, c, aux)
              for aux in (0.0, a.aux)} if a.steps else {}
     dist.save(ctx, {"config": {**vars(a), "world": ctx.world_size},
-                    "results": results, "balance": loads})
+                    "results": results, "balance": loads,
+                    "activations": act})
     dist.close()
 
 

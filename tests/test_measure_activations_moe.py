@@ -1,0 +1,72 @@
+"""The MoE block's activation ledger (labkit.predict.activations_moe)
+against the storages a forward of the MoE decoder really keeps (one
+process, CPU): fp32, bf16 autocast and bf16 weights; dropless and with a
+capacity; shared experts, dense first layers, sigmoid routers, top-1;
+tensor by tensor (dtype, bytes), given the router's own counts."""
+from collections import Counter
+
+import pytest
+import torch
+
+from labkit import arch
+from labkit.measure import activations_moe as MM
+from labkit.model import GPTConfig, batch, build_arch
+from labkit.predict import activations as A
+from labkit.predict import activations_moe as AM
+
+TINY = arch.preset("llama-tiny").with_(experts=4, top_k=2, expert_ffn=32,
+                                       layers=2)
+ARCHS = [TINY,
+         TINY.with_(shared_experts=1, first_dense_layers=1, layers=3),
+         TINY.with_(experts=8, top_k=1, router="sigmoid",
+                    routed_scaling=2.5, norm_topk=False)]
+
+
+def _run(a, precision, factor, b=4, s=16):
+    model = build_arch(a, seed=0)
+    if precision == "fsdp_bf16":
+        model = model.to(torch.bfloat16)
+    for m in model.blocks[a.first_dense_layers:]:
+        m.mlp.capacity_factor = factor
+    amp = (torch.autocast("cpu", dtype=torch.bfloat16)
+           if precision == "autocast_bf16" else None)
+    x, y = batch(GPTConfig(vocab=a.vocab, seq=s), b, 0)
+    got = MM.measure(model, x, y, amp)
+    return got, AM.saved(a, s, b, MM.router_counts(model), precision)
+
+
+@pytest.mark.parametrize("precision", A.PRECISIONS)
+@pytest.mark.parametrize("factor", [None, 1.0])
+def test_ledger_equals_measured(precision, factor):
+    for a in ARCHS:
+        got, pred = _run(a, precision, factor)
+        assert Counter(t[:2] for t in got["tensors"]) == Counter(
+            (e.dtype, e.bytes) for e in pred), (a, precision, factor)
+        assert got["total"] == AM.total(pred)
+        assert got["weight_cast"] == AM.total(pred, "weight_cast")
+        got["loss"].backward()
+
+
+def test_drops_shrink_what_is_kept():
+    full, _ = _run(TINY, "fp32", None)
+    dropped, _ = _run(TINY, "fp32", 1.0)
+    assert dropped["total"] < full["total"]
+
+
+def test_routed_part_grows_with_assignments_not_experts():
+    a = TINY
+    even = AM.moe_saved(a, 64, [32, 32, 32, 32])
+    hot = AM.moe_saved(a, 64, [128, 0, 0, 0])
+    assert AM.total(even) == AM.total(hot)
+    f, h = a.expert_ffn, a.hidden   # K (3 h + 4 f) fp32, 3 per-row ids
+    assert AM.total(even) - AM.router_bytes(a, 64) == (
+        128 * (3 * h + 4 * f) * 4 + 128 * (8 + 8 + 4))
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="counts"):
+        AM.moe_saved(TINY, 64, [1, 2, 3])
+    with pytest.raises(ValueError, match="MoE"):
+        AM.moe_saved(arch.preset("llama-tiny"), 64, [1])
+    with pytest.raises(ValueError, match="one entry per MoE layer"):
+        AM.saved(TINY, 16, 4, [[1, 1, 1, 1]])
