@@ -97,6 +97,11 @@ BAD = [
     ("fit", {"global_batch": 15}, "global batch 15 does not divide by 2"),
     ("fit", {"budget_bytes": 0}, "budget_bytes=0: must be a finite number > 0"),
     ("fit", {"steps": 1}, "steps must be >= 2"),
+    ("fit", {"compile_backend": "cudagraphs"},
+     "unknown compile_backend 'cudagraphs'"),
+    ("fit", {"compile_steps": 1}, "compile_steps must be >= 2"),
+    ("fit", {"compile_steps": 0}, "compile_steps=0: must be an integer"),
+    ("fit", {"compile_preset": "llama-huge"}, "unknown preset 'llama-huge'"),
 ]
 
 

@@ -32,3 +32,24 @@ def test_losses_equal_and_collectives_unchanged(ranks):
         assert c["collectives"] == e["collectives"]
         assert e["collectives"]["all_gather"]["bytes"] > 0
     assert ranks[0]["ops"]["eager_block"]["total"] > 0
+
+
+def test_the_run_reports_its_cache_and_device(ranks):
+    for r in ranks:
+        assert set(r["cache"]) == {"dir", "fx_hits", "fx_misses",
+                                   "aot_hits", "aot_misses"}
+        assert r["device"].startswith("cpu")
+
+
+def test_inductor_caches_under_the_checkout_unless_told(monkeypatch,
+                                                         tmp_path):
+    from labkit.runs import compile as C
+    for k in ("TORCHINDUCTOR_CACHE_DIR", "TORCHINDUCTOR_FX_GRAPH_CACHE",
+              "TORCHINDUCTOR_AUTOGRAD_CACHE"):
+        monkeypatch.delenv(k, raising=False)
+    assert C.use_cache() == str(C.CACHE)
+    assert C.CACHE.parts[-2:] == (".cache", "inductor")
+    import os
+    assert os.environ["TORCHINDUCTOR_FX_GRAPH_CACHE"] == "1"
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    assert C.use_cache() == str(tmp_path)   # the benchmark's cold run

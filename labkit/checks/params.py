@@ -74,7 +74,7 @@ RULES = {
     "tp_sizes": _worlds, "stages": _worlds, "sweep_stages": _worlds,
     "shard_group": _world, "ep": _world,
     # counts of steps
-    "steps": _int(1, STEPS), "time_steps": _int(0, STEPS),
+    "steps": _int(1, STEPS), "compile_steps": _int(1, STEPS), "time_steps": _int(0, STEPS),
     "timing_steps": _int(0, STEPS), "repeats": _int(1, STEPS),
     "warmup": _int(0, STEPS), "iters": _int(1, STEPS),
     "wait": _int(0, STEPS), "active": _int(1, STEPS),
