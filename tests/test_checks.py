@@ -128,6 +128,8 @@ def test_an_unknown_lab_or_a_missing_parameter_is_named():
 WRONG = {
     "timeout_s": [0, -1, float("nan"), float("inf"), "abc", None, 1e9],
     "hang_timeout_s": [0, -1, float("nan"), float("inf")],
+    "compile_timeout_s": [0, -1, float("nan"), float("inf")],
+    "compile_steps": [0, 2.5, "abc", None],
     "steps": [0, -1, 2.5, float("inf"), float("nan"), 10 ** 12, "abc",
               True, None],
     "global_batch": [0, -8, 2.5, 10 ** 12, "abc", float("nan")],

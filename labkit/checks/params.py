@@ -95,6 +95,7 @@ RULES = {
     "model": lambda name, v: R.mapping(name, v, BIG),
     # real numbers
     "timeout_s": _seconds, "hang_timeout_s": _seconds,
+    "compile_timeout_s": _seconds,
     "delay_ms": lambda name, v: R.number(name, v, 0, 60_000, True),
     "budget_bytes": _positive, "flops_per_s": _positive,
     "link_bytes_per_s": _positive,
