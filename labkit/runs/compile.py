@@ -67,6 +67,38 @@ def use_cache() -> str:
     return os.environ["TORCHINDUCTOR_CACHE_DIR"]
 
 
+def drop_truncated(folder, older_than_s: float = 60.0) -> list[str]:
+    """Delete the compiled kernels (``*.so``) in ``folder`` that are
+    shorter than their own ELF header says: what a compile killed midway
+    (a launch's timeout) leaves behind. Inductor writes a kernel at its
+    final path, so a truncated one would fail every later run that loads
+    it ("file too short"); deleted, it is compiled again. Files younger
+    than ``older_than_s`` may still be being written: they are kept."""
+    import struct
+    dropped = []
+    for so in Path(folder).rglob("*.so"):
+        try:
+            st = so.stat()
+            if time.time() - st.st_mtime < older_than_s:
+                continue
+            with open(so, "rb") as f:
+                head = f.read(64)
+            ok = len(head) == 64 and head[:4] == b"\x7fELF" \
+                and head[4] == 2 and head[5] == 1   # 64-bit little-endian
+            if ok:
+                phoff, shoff = struct.unpack_from("<QQ", head, 0x20)
+                phent, phnum, shent, shnum = struct.unpack_from(
+                    "<HHHH", head, 0x36)
+                ok = st.st_size >= max(phoff + phent * phnum,
+                                       shoff + shent * shnum)
+            if not ok:
+                so.unlink()
+                dropped.append(str(so.relative_to(folder)))
+        except FileNotFoundError:   # the other rank dropped it first
+            continue
+    return dropped
+
+
 def cache_counts() -> dict:
     """Graphs found in / added to Inductor's caches in this process."""
     from torch._dynamo.utils import counters
@@ -151,6 +183,7 @@ def main(argv=None):
         raise SystemExit("--steps must be >= 2 (the first step compiles)")
     rec = arch.preset(a.preset)
     cache = use_cache()
+    dropped = drop_truncated(cache) if Path(cache).is_dir() else []
     ctx = dist.init()
     import types
     shape = types.SimpleNamespace(vocab=rec.vocab, seq=rec.max_seq)
@@ -183,7 +216,8 @@ def main(argv=None):
     where = Path(cache).resolve()
     if where.is_relative_to(CACHE.parents[1]):   # no local path on a page
         where = where.relative_to(CACHE.parents[1])
-    out["cache"] = {"dir": str(where), **cache_counts()}
+    out["cache"] = {"dir": str(where), **cache_counts(),
+                    "dropped_truncated": dropped}
     try:   # the whole sharded model traced: where FSDP2's hooks break it
         out["explain"]["fsdp2_model"] = explain(eager, *data(0))
     except Exception as e:  # noqa: BLE001 - the reason is the result
