@@ -32,7 +32,11 @@ def gb(x: float) -> str:
 
 
 def lab_ranks(params: dict) -> int:
-    """The most processes (one GPU each) one launch of a lab starts."""
+    """The most processes (one GPU each) one launch of a lab starts; a
+    lab whose ranks are told to run on gloo (``ranks_backend: gloo``, lab
+    14 on one GPU) needs one GPU, for its CUDA-only cells."""
+    if (params or {}).get("ranks_backend") == "gloo":
+        return 1
     most = 1
     for key, v in (params or {}).items():
         if key in RANK_KEYS or key.endswith("_world_size"):

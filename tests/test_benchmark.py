@@ -41,3 +41,27 @@ def test_command_line_writes_its_table(tmp_path):
     report = json.loads((ROOT / written).read_text())
     assert len(report["cpus"]) == 1
     assert report["rows"][0]["budget_s"] == benchmark.TRACE_TARGET_S
+
+
+def test_a_compiling_lab_is_timed_cold_then_warm_on_one_empty_cache(
+        monkeypatch):
+    """Lab 12 (torch.compile): two runs on one fresh Inductor cache, the
+    cold one reported beside the budget, the warm one held to it; the
+    caller's cache folder is given back (run_lab faked: no lab runs)."""
+    assert "fit" in benchmark.COMPILE_LABS
+    seen = []
+
+    def run_lab(name, nb, profile, params, out):
+        cache = os.environ["TORCHINDUCTOR_CACHE_DIR"]
+        seen.append((cache, sorted(os.listdir(cache))))
+        Path(cache, "kernel.so").write_text("")   # what a run leaves
+        return "ok", 100.0 if len(seen) == 1 else 50.0, ""
+
+    monkeypatch.setattr(benchmark.run_labs, "run_lab", run_lab)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/mine")
+    cold, warm = benchmark.bench_compile_lab("fit", Path("x.ipynb"), {})
+    assert seen[0][0] == seen[1][0] != "/mine"
+    assert seen[0][1] == [] and seen[1][1] == ["kernel.so"]
+    assert cold["status"] == "reported" and "cold" in cold["what"]
+    assert (warm["status"], warm["measured_s"]) == ("ok", 50.0)
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == "/mine"

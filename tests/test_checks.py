@@ -97,6 +97,11 @@ BAD = [
     ("fit", {"global_batch": 15}, "global batch 15 does not divide by 2"),
     ("fit", {"budget_bytes": 0}, "budget_bytes=0: must be a finite number > 0"),
     ("fit", {"steps": 1}, "steps must be >= 2"),
+    ("fit", {"compile_backend": "cudagraphs"},
+     "unknown compile_backend 'cudagraphs'"),
+    ("fit", {"compile_steps": 1}, "compile_steps must be >= 2"),
+    ("fit", {"compile_steps": 0}, "compile_steps=0: must be an integer"),
+    ("fit", {"compile_preset": "llama-huge"}, "unknown preset 'llama-huge'"),
 ]
 
 
@@ -123,6 +128,8 @@ def test_an_unknown_lab_or_a_missing_parameter_is_named():
 WRONG = {
     "timeout_s": [0, -1, float("nan"), float("inf"), "abc", None, 1e9],
     "hang_timeout_s": [0, -1, float("nan"), float("inf")],
+    "compile_timeout_s": [0, -1, float("nan"), float("inf")],
+    "compile_steps": [0, 2.5, "abc", None],
     "steps": [0, -1, 2.5, float("inf"), float("nan"), 10 ** 12, "abc",
               True, None],
     "global_batch": [0, -8, 2.5, 10 ** 12, "abc", float("nan")],

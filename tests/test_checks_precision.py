@@ -42,3 +42,24 @@ def test_fp8_gemm_where_it_cannot_run_says_why_and_what_runs(monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda i: "A100")
     with pytest.raises(ValueError, match="sm_80: FP8 tensor cores start"):
         precision(**{**GOOD, "fp8": "scaled_mm"})
+
+
+def test_ranks_backend_one_line_and_gloo_on_one_gpu(monkeypatch):
+    with pytest.raises(ValueError, match="unknown ranks_backend 'mpi'"):
+        precision(**{**GOOD, "ranks_backend": "mpi"})
+    from labkit import launch
+    monkeypatch.setattr("labkit.launch.request.cuda_device_count",
+                        lambda: 1)
+    gpu1 = {**GOOD, "profile": "gpu1"}
+    with pytest.raises(ValueError, match="needs 4 CUDA GPUs, 1 are"):
+        precision(**gpu1)                  # nccl: one GPU per rank
+    with pytest.raises(ValueError, match="nccl needs one GPU per rank"):
+        precision(**{**GOOD, "ranks_backend": "nccl"})
+    assert precision(**{**gpu1, "ranks_backend": "gloo"}) is True
+    assert launch.pick_backend(4, "gloo") == "gloo"
+
+
+def test_gloo_ranks_need_one_gpu():
+    from labkit.preflight_check import lab_ranks
+    assert lab_ranks({"world_size": 4}) == 4
+    assert lab_ranks({"world_size": 4, "ranks_backend": "gloo"}) == 1

@@ -138,7 +138,9 @@ def colossalai(profile, world_size, plugins, model, global_batch, steps,
     return backend, config, python
 
 
-def fit(profile, world_size, model, global_batch, budget_bytes, steps):
+def fit(profile, world_size, model, global_batch, budget_bytes, steps,
+        compile_backend="inductor", compile_steps=3,
+        compile_preset="llama-tiny"):
     """Lab 12. Returns ``(backend, config)``."""
     from labkit.launch import pick_backend
     from labkit.model import GPTConfig, check_shardable
@@ -151,4 +153,11 @@ def fit(profile, world_size, model, global_batch, budget_bytes, steps):
     check_shardable(config, world_size)
     require(budget_bytes > 0, "budget_bytes must be positive")
     require(steps >= 2, "steps must be >= 2 (the first step warms up)")
+    require(compile_backend in ("inductor", "aot_eager"),
+            f"unknown compile_backend {compile_backend!r}: 'inductor' "
+            "(generates kernels) or 'aot_eager' (the graphs, no code)")
+    require(compile_steps >= 2, "compile_steps must be >= 2 (the first "
+            "compiled step compiles)")
+    from labkit import arch
+    arch.preset(compile_preset)   # an unknown name: one line, the names
     return backend, config

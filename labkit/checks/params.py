@@ -74,7 +74,7 @@ RULES = {
     "tp_sizes": _worlds, "stages": _worlds, "sweep_stages": _worlds,
     "shard_group": _world, "ep": _world,
     # counts of steps
-    "steps": _int(1, STEPS), "time_steps": _int(0, STEPS),
+    "steps": _int(1, STEPS), "compile_steps": _int(1, STEPS), "time_steps": _int(0, STEPS),
     "timing_steps": _int(0, STEPS), "repeats": _int(1, STEPS),
     "warmup": _int(0, STEPS), "iters": _int(1, STEPS),
     "wait": _int(0, STEPS), "active": _int(1, STEPS),
@@ -95,6 +95,7 @@ RULES = {
     "model": lambda name, v: R.mapping(name, v, BIG),
     # real numbers
     "timeout_s": _seconds, "hang_timeout_s": _seconds,
+    "compile_timeout_s": _seconds,
     "delay_ms": lambda name, v: R.number(name, v, 0, 60_000, True),
     "budget_bytes": _positive, "flops_per_s": _positive,
     "link_bytes_per_s": _positive,

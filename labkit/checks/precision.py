@@ -9,8 +9,9 @@
 
 One clear line for the first bad parameter, before any process starts:
 an unknown precision, FP8 asked where it cannot run (and what runs
-instead), a k <= 0, a model whose widths do not split into the FP8 blocks
-or over the ranks.
+instead), a k <= 0, a ranks backend that is not gloo or nccl (or nccl
+with fewer GPUs than ranks), a model whose widths do not split into the
+FP8 blocks or over the ranks.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from labkit.checks.rules import require
 PROFILES = ("cpu", "gpu1", "gpu8")
 FORMATS = ("fp32", "bf16", "fp16")
 FP8_MODES = ("emulated", "scaled_mm")
+RANKS_BACKENDS = (None, "gloo", "nccl")
 
 
 def fp8_unavailable() -> str | None:
@@ -37,7 +39,7 @@ def fp8_unavailable() -> str | None:
 
 
 def precision(profile, world_size, ks, formats, fp8, preset, hidden, ffn,
-              micro_batch, block=128):
+              micro_batch, block=128, ranks_backend=None):
     """Lab 14. Returns ``on_gpu``."""
     require(profile in PROFILES, f"unknown profile {profile!r}")
     on_gpu = profile != "cpu"
@@ -60,8 +62,12 @@ def precision(profile, world_size, ks, formats, fp8, preset, hidden, ffn,
     require(isinstance(world_size, int) and world_size in (2, 4),
             f"world_size must be 2 or 4 (the all-reduce compares 2 and 4 "
             f"ranks), got {world_size!r}")
+    require(ranks_backend in RANKS_BACKENDS, f"unknown ranks_backend "
+            f"{ranks_backend!r}: None (nccl with one GPU per rank, else "
+            "gloo) or 'gloo' (CPU processes: NCCL needs a GPU per rank)")
     from labkit.launch import pick_backend
-    pick_backend(world_size, require_gpu=on_gpu)
+    pick_backend(world_size, backend=ranks_backend,
+                 require_gpu=on_gpu and ranks_backend != "gloo")
     require(isinstance(block, int) and block >= 1,
             f"block must be a positive integer, got {block!r}")
     for name, v in (("hidden", hidden), ("ffn", ffn)):
