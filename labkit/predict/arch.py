@@ -20,6 +20,8 @@ field:
   ``qk_norm``: an RMSNorm of ``head_dim`` on every query and key (Qwen3);
 - ``positions = "rope"``: rotary positions (Su et al. 2021), no table;
 - ``tied``: the output layer reuses the input embedding (GPT-2) or not;
+- ``qkv_fused``: Q, K and V as one matrix (GPT-2's ``c_attn``, Megatron's
+  layout) -- the same parameters, another module layout;
 - biases: ``qkv_bias`` (GPT-2, Qwen2), ``out_bias``, ``mlp_bias``;
 - mixture of experts (``experts`` > 0): ``experts`` MLPs of width
   ``expert_ffn`` per layer, ``top_k`` of them per token, ``shared_experts``
@@ -54,6 +56,7 @@ class Arch:
     positions: str = "learned"
     max_seq: int = 0             # learned positions: the table's rows
     tied: bool = False
+    qkv_fused: bool = False      # one Linear for Q, K, V (GPT-2, Megatron)
     qkv_bias: bool = True
     out_bias: bool = True
     mlp_bias: bool = True
@@ -151,7 +154,8 @@ def gpt(layers: int, hidden: int, heads: int, vocab: int, seq: int,
     """The course's GPT (GPT-2 layout: LayerNorm, learned positions of
     ``seq`` rows, GELU MLP of width ``mlp_ratio x hidden``, all biases)."""
     return Arch(layers, hidden, heads, vocab, ffn=mlp_ratio * hidden,
-                max_seq=seq, tied=tied, final_norm=final_norm, name=name)
+                max_seq=seq, tied=tied, qkv_fused=True,
+                final_norm=final_norm, name=name)
 
 
 def llama(layers: int, hidden: int, heads: int, kv_heads: int, ffn: int,
