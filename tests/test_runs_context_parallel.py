@@ -65,3 +65,48 @@ def test_torch_context_parallel_recorded(ranks):
     n, rs = ranks
     if n == 2:   # "ok" where PyTorch supports it; on CPU it says why not
         assert rs[0]["torch_context_parallel"]
+
+
+# grouped-query attention: 4 query heads, 2 K/V heads; Ulysses where
+# p <= KV heads (p = 2), the ring at p = 2 and 4
+KV = 2
+
+
+@pytest.fixture(scope="module", params=[2, 4])
+def gqa(request, tmp_path_factory):
+    n = request.param
+    methods = "ring,ring_balanced" + (",ulysses" if KV % n == 0 else "")
+    return n, launch("labkit.runs.context_parallel", n, {
+        "batch": B, "seq": S, "heads": HEADS, "kv_heads": KV,
+        "head_dim": D, "methods": methods}, timeout=240,
+        run_dir=tmp_path_factory.mktemp(f"gqa{n}"))
+
+
+def test_gqa_equals_full_attention_and_its_bytes(gqa):
+    n, rs = gqa
+    kv_hidden = KV * D
+    want_saved = CP.saved_bytes(B, S, HEADS * D, HEADS, n, 4,
+                                kv_hidden=kv_hidden)
+    for r in rs:
+        assert {x["method"] for x in r["results"]} == (
+            {"ring", "ring_balanced"} | ({"ulysses"} if n == 2 else set()))
+        for x in r["results"]:
+            assert x["out_diff"] <= TOL * x["scale"], x
+            assert x["grad_diff"] <= TOL * 10, x
+            got = {}
+            for ph in ("comm_forward", "comm_backward"):
+                for op, v in x[ph].items():
+                    d = got.setdefault(op, {"calls": 0, "bytes": 0})
+                    d["calls"] += v["calls"]
+                    d["bytes"] += v["bytes"]
+            if x["method"] == "ulysses":
+                want = CP.ulysses_bytes(B, S, HEADS * D, n, 4,
+                                        kv_hidden=kv_hidden, kv_heads=KV)
+            else:
+                want = CP.ring_bytes(B, S, HEADS * D, n, 4,
+                                     kv_hidden=kv_hidden)
+                mha = CP.ring_bytes(B, S, HEADS * D, n, 4)
+                assert got["send"]["bytes"] * HEADS == (
+                    mha["send"]["bytes"] * KV)
+            assert got == want, x["method"]
+            assert x["saved_bytes"] == want_saved, x["method"]
