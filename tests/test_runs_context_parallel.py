@@ -20,6 +20,17 @@ def ranks(request, tmp_path_factory):
         run_dir=tmp_path_factory.mktemp(f"cp{n}"))
 
 
+def counted(x) -> dict:
+    """Calls and bytes of each collective, forward and backward added."""
+    got = {}
+    for ph in ("comm_forward", "comm_backward"):
+        for op, v in x[ph].items():
+            d = got.setdefault(op, {"calls": 0, "bytes": 0})
+            d["calls"] += v["calls"]
+            d["bytes"] += v["bytes"]
+    return got
+
+
 def test_equal_full_attention(ranks):
     _, rs = ranks
     for r in rs:
@@ -32,12 +43,7 @@ def test_bytes_are_predicted(ranks):
     n, rs = ranks
     for r in rs:
         for x in r["results"]:
-            got = {}
-            for ph in ("comm_forward", "comm_backward"):
-                for op, v in x[ph].items():
-                    d = got.setdefault(op, {"calls": 0, "bytes": 0})
-                    d["calls"] += v["calls"]
-                    d["bytes"] += v["bytes"]
+            got = counted(x)
             want = (CP.ulysses_bytes if x["method"] == "ulysses"
                     else CP.ring_bytes)(B, S, HEADS * D, n, 4)
             assert got == want, x["method"]
@@ -93,12 +99,7 @@ def test_gqa_equals_full_attention_and_its_bytes(gqa):
         for x in r["results"]:
             assert x["out_diff"] <= TOL * x["scale"], x
             assert x["grad_diff"] <= TOL * 10, x
-            got = {}
-            for ph in ("comm_forward", "comm_backward"):
-                for op, v in x[ph].items():
-                    d = got.setdefault(op, {"calls": 0, "bytes": 0})
-                    d["calls"] += v["calls"]
-                    d["bytes"] += v["bytes"]
+            got = counted(x)
             if x["method"] == "ulysses":
                 want = CP.ulysses_bytes(B, S, HEADS * D, n, 4,
                                         kv_hidden=kv_hidden, kv_heads=KV)

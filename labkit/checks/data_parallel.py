@@ -90,6 +90,9 @@ def zero(profile, world_size, model, steps, global_batch, variants, fsdp,
     from labkit.zero_config import VARIANTS, variant
 
     config = GPTConfig(**model)
+    _gpt_only(config, "lab 9's HybridParallelPlugin shards Hugging Face's "
+              "GPT-2 (Colossal-AI's policy), the course GPT's shape, and "
+              "the plugins are compared on that shape")
     on_gpu = _profile(profile)
     require(isinstance(world_size, int) and world_size >= 1,
             f"world size must be an integer >= 1, got {world_size!r}")
@@ -119,6 +122,9 @@ def colossalai(profile, world_size, plugins, model, global_batch, steps,
     from labkit.runs.colossalai_patches import NEEDS
 
     config = GPTConfig(**model)
+    _gpt_only(config, "lab 9's HybridParallelPlugin shards Hugging Face's "
+              "GPT-2 (Colossal-AI's policy), the course GPT's shape, and "
+              "the plugins are compared on that shape")
     on_gpu = _profile(profile)
     require(isinstance(world_size, int) and world_size >= 1,
             f"world size must be an integer >= 1, got {world_size!r}")
