@@ -13,7 +13,7 @@ formula plus the output layer (:func:`labkit.predict.memory.gpt_params`,
 which the tests hold this module to). With ``arch="llama"`` the same
 layers, hidden, heads, vocabulary and sequence make the Llama-style block
 (GQA with half as many K/V heads, SwiGLU, RMSNorm, RoPE, no biases;
-:func:`llama_shape`). Any other record builds with :func:`build_arch`.
+:func:`labkit.arch.llama_shape`). Any other record builds with :func:`build_arch`.
 
 The model is split into three kinds of child modules -- ``embed``, each of
 ``blocks`` and ``head`` -- and the root holds no parameter of its own. Those
@@ -36,6 +36,7 @@ import torch.nn as nn
 
 from labkit.decoder import (MLP, Attention, Block, Decoder,  # noqa: F401
                             Embeddings, Head, recomputed)
+from labkit.predict.arch import llama_shape  # noqa: F401
 
 ARCHS = ("gpt", "llama")
 
@@ -153,27 +154,10 @@ def config_from_args(args) -> GPTConfig:
                      arch=getattr(args, "arch", GPTConfig.arch))
 
 
-def llama_shape(hidden: int, heads: int, mlp_ratio: int = 4):
-    """``(kv_heads, ffn)`` of the Llama-style block at a GPT's size: half
-    as many K/V heads (GQA, group 2; MHA with one head), and the SwiGLU
-    width 2/3 of ``mlp_ratio x hidden`` rounded up to a multiple of 16
-    (Touvron et al. 2023, Sec. 2.2: ``multiple_of`` in their code), so the
-    MLP keeps about the GELU MLP's parameters (3 matrices instead of 2)."""
-    kv = heads // 2 if heads % 2 == 0 else heads
-    ffn = -(-(2 * mlp_ratio * hidden // 3) // 16) * 16
-    return kv, ffn
-
-
 def arch_of(config: GPTConfig):
     """The architecture record of a GPTConfig (:mod:`labkit.arch`)."""
     from labkit import arch
-    c = config
-    if c.arch == "llama":
-        kv, ffn = llama_shape(c.hidden, c.heads, c.mlp_ratio)
-        return arch.llama(c.layers, c.hidden, c.heads, kv, ffn, c.vocab,
-                          max_seq=c.seq)
-    return arch.gpt(c.layers, c.hidden, c.heads, c.vocab, c.seq,
-                    c.mlp_ratio)
+    return arch.of_shape(**asdict(config))
 
 
 def build_arch(a, seed: int = 0) -> nn.Module:

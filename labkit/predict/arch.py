@@ -168,6 +168,30 @@ def llama(layers: int, hidden: int, heads: int, kv_heads: int, ffn: int,
                 mlp_bias=False, rope_theta=rope_theta, name=name, **kw)
 
 
+def llama_shape(hidden: int, heads: int, mlp_ratio: int = 4):
+    """``(kv_heads, ffn)`` of the Llama-style block at a GPT's size: half
+    as many K/V heads (GQA, group 2; MHA with an odd head count), and the
+    SwiGLU width 2/3 of ``mlp_ratio x hidden`` rounded up to a multiple of
+    16 (Touvron et al. 2023, Sec. 2.2; ``multiple_of`` in their code), so
+    the MLP keeps about the GELU MLP's parameters with 3 matrices."""
+    kv = heads // 2 if heads % 2 == 0 else heads
+    ffn = -(-(2 * mlp_ratio * hidden // 3) // 16) * 16
+    return kv, ffn
+
+
+def of_shape(layers: int, hidden: int, heads: int, vocab: int, seq: int,
+             mlp_ratio: int = 4, arch: str = "gpt") -> Arch:
+    """The record of a lab's ``model`` dict (``labkit.model.GPTConfig``'s
+    fields): the course's GPT, or (``arch="llama"``) the Llama-style block
+    at the same layers, hidden, heads, vocabulary and sequence."""
+    if arch == "llama":
+        kv, ffn = llama_shape(hidden, heads, mlp_ratio)
+        return llama(layers, hidden, heads, kv, ffn, vocab, max_seq=seq)
+    if arch != "gpt":
+        raise ValueError(f"arch must be gpt or llama, got {arch!r}")
+    return gpt(layers, hidden, heads, vocab, seq, mlp_ratio)
+
+
 # Presets. GPT shapes: GPT-3 (Brown et al. 2020, Table 2.1) and the
 # Llama-2-like GPT shapes that labkit.predict.shapes used for --params, and
 # the tiny GPT of labkit.model. Llama: the published config.json files
