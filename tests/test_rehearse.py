@@ -10,6 +10,7 @@ import pytest
 import torch.distributed as tdist
 
 from labkit.dryrun import cli, labs as L
+from labkit.measure.collectives import added
 from labkit.preflight import load_profile
 from labkit.predict import context_parallel as CP
 from labkit.rehearse import run as R
@@ -86,12 +87,7 @@ def test_gpu8_lab_11_every_rank_at_real_size(gpu8):
         for r in la["ranks"]:
             kv = r["record"]["config"]["kv_heads"] * p["head_dim"]
             for x in r["record"]["results"]:
-                got = {}
-                for ph in ("comm_forward", "comm_backward"):
-                    for op, v in x[ph].items():
-                        d = got.setdefault(op, {"calls": 0, "bytes": 0})
-                        d["calls"] += v["calls"]
-                        d["bytes"] += v["bytes"]
+                got = added(x["comm_forward"], x["comm_backward"])
                 want = (CP.ulysses_bytes if x["method"] == "ulysses"
                         else CP.ring_bytes)(p["batch"], p["seq"],
                                             p["heads"] * p["head_dim"], n, 4,

@@ -3,6 +3,7 @@ outputs and gradients (causal and not), bytes, activations, causal load."""
 import pytest
 
 from labkit.launch import launch
+from labkit.measure.collectives import added
 from labkit.predict import context_parallel as CP
 
 pytestmark = pytest.mark.distributed
@@ -22,13 +23,7 @@ def ranks(request, tmp_path_factory):
 
 def counted(x) -> dict:
     """Calls and bytes of each collective, forward and backward added."""
-    got = {}
-    for ph in ("comm_forward", "comm_backward"):
-        for op, v in x[ph].items():
-            d = got.setdefault(op, {"calls": 0, "bytes": 0})
-            d["calls"] += v["calls"]
-            d["bytes"] += v["bytes"]
-    return got
+    return added(x["comm_forward"], x["comm_backward"])
 
 
 def test_equal_full_attention(ranks):
