@@ -13,7 +13,8 @@ formula plus the output layer (:func:`labkit.predict.memory.gpt_params`,
 which the tests hold this module to). With ``arch="llama"`` the same
 layers, hidden, heads, vocabulary and sequence make the Llama-style block
 (GQA with half as many K/V heads, SwiGLU, RMSNorm, RoPE, no biases;
-:func:`labkit.arch.llama_shape`). Any other record builds with :func:`build_arch`.
+:func:`labkit.arch.llama_shape`). Any other record builds with
+:func:`build_arch`.
 
 The model is split into three kinds of child modules -- ``embed``, each of
 ``blocks`` and ``head`` -- and the root holds no parameter of its own. Those
