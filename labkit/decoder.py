@@ -15,9 +15,11 @@ grouped-query attention (Ainslie et al. 2023), each K/V head repeated for
 its ``heads / kv_heads`` query heads before SDPA (``repeat_kv``); ``qk_norm``
 an RMSNorm over each query and key head (Qwen3). Its parameters are
 exactly :func:`labkit.predict.params.tensors` (the tests hold
-``sum(p.numel())`` to it for every preset and test config). Like
-:class:`labkit.model.GPT`, the root has three kinds of children --
-``embed``, ``blocks``, ``head`` -- the units FSDP wraps.
+``sum(p.numel())`` to it for every preset and test config). The course's
+GPT (:class:`labkit.model.GPT`) is this decoder on the record's GPT preset
+(GELU MLP with biases ``fc``/``proj``, LayerNorm, learned positions, one
+fused ``qkv``). The root has three kinds of children -- ``embed``,
+``blocks``, ``head`` -- the units FSDP wraps, and no parameter of its own.
 """
 from __future__ import annotations
 
@@ -30,6 +32,15 @@ import torch.nn.functional as F
 
 from labkit.arch import Arch
 from labkit.mlp import MLP  # noqa: F401  (labkit.decoder.MLP)
+
+
+def record(a) -> Arch:
+    """``a`` itself, or the record of a :class:`labkit.model.GPTConfig`
+    (so ``Block(GPTConfig())`` builds one block of the course's GPT)."""
+    if isinstance(a, Arch):
+        return a
+    from labkit.model import arch_of
+    return arch_of(a)
 
 
 def _norm(a: Arch, width: int) -> nn.Module:
@@ -69,6 +80,7 @@ def repeat_kv(x, group: int):
 class Embeddings(nn.Module):
     def __init__(self, a: Arch):
         super().__init__()
+        a = record(a)
         self.tok = nn.Embedding(a.vocab, a.hidden)
         self.pos = (nn.Embedding(a.max_seq, a.hidden)
                     if a.positions == "learned" else None)
@@ -81,21 +93,33 @@ class Embeddings(nn.Module):
 
 
 class Attention(nn.Module):
+    """Causal self-attention. ``qkv_fused``: one ``qkv`` Linear and the
+    output ``proj`` (the GPT's names, which its tensor-parallel runs and
+    checkpoints use); otherwise ``q``, ``k``, ``v`` and ``o``."""
+
     def __init__(self, a: Arch):
         super().__init__()
+        a = record(a)
         self.a = a
-        self.q = nn.Linear(a.hidden, a.q_dim, bias=a.qkv_bias)
-        self.k = nn.Linear(a.hidden, a.kv_dim, bias=a.qkv_bias)
-        self.v = nn.Linear(a.hidden, a.kv_dim, bias=a.qkv_bias)
-        self.o = nn.Linear(a.q_dim, a.hidden, bias=a.out_bias)
+        widths = (a.q_dim, a.kv_dim, a.kv_dim)
+        if a.qkv_fused:
+            self.qkv = nn.Linear(a.hidden, sum(widths), bias=a.qkv_bias)
+            self.proj = nn.Linear(a.q_dim, a.hidden, bias=a.out_bias)
+        else:
+            self.q, self.k, self.v = (nn.Linear(a.hidden, w, bias=a.qkv_bias)
+                                      for w in widths)
+            self.o = nn.Linear(a.q_dim, a.hidden, bias=a.out_bias)
         if a.qk_norm:
             self.q_norm = nn.RMSNorm(a.head_dim, eps=a.norm_eps)
             self.k_norm = nn.RMSNorm(a.head_dim, eps=a.norm_eps)
 
     def forward(self, x):
         a, (b, s, _) = self.a, x.shape
-        q, k, v = (p(x).view(b, s, -1, a.head_dim).transpose(1, 2)
-                   for p in (self.q, self.k, self.v))
+        if a.qkv_fused:
+            qkv = self.qkv(x).split((a.q_dim, a.kv_dim, a.kv_dim), dim=2)
+        else:
+            qkv = (self.q(x), self.k(x), self.v(x))
+        q, k, v = (t.view(b, s, -1, a.head_dim).transpose(1, 2) for t in qkv)
         if a.qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
         if a.positions == "rope":
@@ -103,7 +127,8 @@ class Attention(nn.Module):
             q, k = rope(q, cos, sin), rope(k, cos, sin)
         k, v = repeat_kv(k, a.gqa_group), repeat_kv(v, a.gqa_group)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.o(y.transpose(1, 2).reshape(b, s, a.q_dim))
+        out = self.proj if a.qkv_fused else self.o
+        return out(y.transpose(1, 2).reshape(b, s, a.q_dim))
 
 
 from labkit.moe.layer import MoE  # noqa: E402  router, capacity, shared
@@ -112,6 +137,7 @@ from labkit.moe.layer import MoE  # noqa: E402  router, capacity, shared
 class Block(nn.Module):
     def __init__(self, a: Arch, i: int = 0):
         super().__init__()
+        a = record(a)
         self.ln1 = _norm(a, a.hidden)
         self.attn = Attention(a)
         self.ln2 = _norm(a, a.hidden)
@@ -126,6 +152,7 @@ class Block(nn.Module):
 class Head(nn.Module):
     def __init__(self, a: Arch):
         super().__init__()
+        a = record(a)
         self.ln_f = _norm(a, a.hidden) if a.final_norm else nn.Identity()
         self.out = nn.Linear(a.hidden, a.vocab, bias=False)
 
@@ -138,6 +165,7 @@ class Decoder(nn.Module):
 
     def __init__(self, a: Arch):
         super().__init__()
+        a = record(a)
         self.arch = a
         self.embed = Embeddings(a)
         self.blocks = nn.ModuleList(Block(a, i) for i in range(a.layers))
@@ -147,7 +175,6 @@ class Decoder(nn.Module):
             self.head.out.weight = self.embed.tok.weight
 
     def forward(self, idx, targets=None):
-        from labkit.model import recomputed
         x = self.embed(idx)
         for block in self.blocks:
             x = recomputed(block, x) if self.recompute else block(x)
@@ -156,6 +183,16 @@ class Decoder(nn.Module):
             return logits
         return F.cross_entropy(logits.flatten(0, 1).float(),
                                targets.flatten())
+
+
+def recomputed(block: nn.Module, x):
+    """``block(x)`` keeping only its input for backward; the forward runs
+    again during backward (full recomputation, Korthikanti et al. 2022,
+    Sec. 5: 2 s b h bytes per layer in 16-bit instead of 34 s b h + ...)."""
+    from torch.utils.checkpoint import checkpoint
+    if not torch.is_grad_enabled():
+        return block(x)
+    return checkpoint(block, x, use_reentrant=False)
 
 
 def _init(m):

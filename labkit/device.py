@@ -126,7 +126,8 @@ class Timer:
 
 def mfu(config, batch: int, step_s: float, device_name: str,
         gpus: int = 1) -> dict:
-    """Throughput of one training step of the GPT, and its MFU.
+    """Throughput of one training step of the GPT (or its Llama-style
+    twin, ``config.arch``), and its MFU.
 
     Model FLOPs per step: ``labkit.predict.flops.model_flops`` (Korthikanti
     et al. 2022, Sec. 6); MFU: achieved model FLOP/s per GPU over the GPU's
@@ -134,9 +135,13 @@ def mfu(config, batch: int, step_s: float, device_name: str,
     with ``note`` saying why, on CPU or on a GPU without a preset.
     """
     preset = FL.gpu_preset(device_name) if device_name != "cpu" else None
+    arch = None
+    if getattr(config, "arch", "gpt") != "gpt":   # GQA, SwiGLU: its record
+        from labkit.model import arch_of
+        arch = arch_of(config)
     r = FL.report(config.layers, config.hidden, config.heads, config.seq,
                   config.vocab, batch, gpus=gpus, iteration_seconds=step_s,
-                  peak=preset)
+                  peak=preset, arch=arch)
     note = ("" if preset else "cpu: no GPU peak, no MFU"
             if device_name == "cpu" else
             f"no peak known for {device_name!r}: no MFU (no guess)")

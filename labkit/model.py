@@ -1,15 +1,20 @@
-"""The tiny GPT every lab trains, and the synthetic data it learns.
+"""The tiny GPT every lab trains (or its Llama-style twin), and the
+synthetic data it learns.
 
     python -m labkit.model            # prints the default size and one loss
+    python -m labkit.model llama      # the Llama-style block at that size
 
-Any architecture record (the Llama-style block too) builds with
-:func:`build_arch` (:mod:`labkit.decoder`); this GPT is the record's
-``gpt-tiny`` preset (:func:`arch_of`).
-
-A decoder-only transformer in the GPT-2 layout (pre-LayerNorm, learned
-positions, GELU MLP of width 4h), with no weight tying so that the parameter
-count is the Megatron formula plus the output layer (see
-:func:`labkit.predict.memory.gpt_params`, which the tests hold this module to).
+One model: :class:`GPT` is :class:`labkit.decoder.Decoder` built from the
+architecture record of a :class:`GPTConfig` (:func:`arch_of`). With
+``arch="gpt"`` (the default) that record is the GPT-2 layout -- pre-
+LayerNorm, learned positions, GELU MLP of width 4h with biases, one fused
+QKV -- with no weight tying, so that the parameter count is the Megatron
+formula plus the output layer (:func:`labkit.predict.memory.gpt_params`,
+which the tests hold this module to). With ``arch="llama"`` the same
+layers, hidden, heads, vocabulary and sequence make the Llama-style block
+(GQA with half as many K/V heads, SwiGLU, RMSNorm, RoPE, no biases;
+:func:`labkit.arch.llama_shape`). Any other record builds with
+:func:`build_arch`.
 
 The model is split into three kinds of child modules -- ``embed``, each of
 ``blocks`` and ``head`` -- and the root holds no parameter of its own. Those
@@ -24,11 +29,17 @@ every rank can build the same global batch from ``(seed, step)`` alone.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
+
+from labkit.decoder import (MLP, Attention, Block, Decoder,  # noqa: F401
+                            Embeddings, Head, recomputed)
+from labkit.predict.arch import llama_shape  # noqa: F401
+
+ARCHS = ("gpt", "llama")
 
 
 @dataclass
@@ -39,112 +50,26 @@ class GPTConfig:
     hidden: int = 64
     heads: int = 4
     mlp_ratio: int = 4
+    arch: str = "gpt"            # or "llama": the Llama-style block
 
     def __post_init__(self):
         for k, v in asdict(self).items():
-            if not isinstance(v, int) or v < 1:
+            if k != "arch" and (not isinstance(v, int) or v < 1):
                 raise ValueError(f"GPTConfig.{k} must be a positive int, got {v!r}")
+        if self.arch not in ARCHS:
+            raise ValueError(f"GPTConfig.arch must be one of "
+                             f"{', '.join(ARCHS)}, got {self.arch!r}")
         if self.hidden % self.heads:
             raise ValueError(f"hidden ({self.hidden}) must be divisible by "
                              f"heads ({self.heads})")
 
 
-class Embeddings(nn.Module):
+class GPT(Decoder):
+    """The decoder of ``arch_of(c)``; ``config`` keeps the GPTConfig."""
+
     def __init__(self, c: GPTConfig):
-        super().__init__()
-        self.tok = nn.Embedding(c.vocab, c.hidden)
-        self.pos = nn.Embedding(c.seq, c.hidden)
-
-    def forward(self, idx):
-        pos = torch.arange(idx.shape[1], device=idx.device)
-        return self.tok(idx) + self.pos(pos)
-
-
-class Attention(nn.Module):
-    def __init__(self, c: GPTConfig):
-        super().__init__()
-        self.heads = c.heads
-        self.qkv = nn.Linear(c.hidden, 3 * c.hidden)
-        self.proj = nn.Linear(c.hidden, c.hidden)
-
-    def forward(self, x):
-        b, s, h = x.shape
-        q, k, v = self.qkv(x).split(h, dim=2)
-        q, k, v = (t.view(b, s, self.heads, h // self.heads).transpose(1, 2)
-                   for t in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.proj(y.transpose(1, 2).reshape(b, s, h))
-
-
-class MLP(nn.Module):
-    def __init__(self, c: GPTConfig):
-        super().__init__()
-        self.fc = nn.Linear(c.hidden, c.mlp_ratio * c.hidden)
-        self.proj = nn.Linear(c.mlp_ratio * c.hidden, c.hidden)
-
-    def forward(self, x):
-        return self.proj(F.gelu(self.fc(x)))
-
-
-class Block(nn.Module):
-    def __init__(self, c: GPTConfig):
-        super().__init__()
-        self.ln1 = nn.LayerNorm(c.hidden)
-        self.attn = Attention(c)
-        self.ln2 = nn.LayerNorm(c.hidden)
-        self.mlp = MLP(c)
-
-    def forward(self, x):
-        x = x + self.attn(self.ln1(x))
-        return x + self.mlp(self.ln2(x))
-
-
-class Head(nn.Module):
-    def __init__(self, c: GPTConfig):
-        super().__init__()
-        self.ln_f = nn.LayerNorm(c.hidden)
-        self.out = nn.Linear(c.hidden, c.vocab, bias=False)
-
-    def forward(self, x):
-        return self.out(self.ln_f(x))
-
-
-class GPT(nn.Module):
-    def __init__(self, c: GPTConfig):
-        super().__init__()
+        super().__init__(arch_of(c))
         self.config = c
-        self.embed = Embeddings(c)
-        self.blocks = nn.ModuleList(Block(c) for _ in range(c.layers))
-        self.head = Head(c)
-        self.apply(_init)
-
-    recompute = False  # full activation recomputation, block by block
-
-    def forward(self, idx, targets=None):
-        x = self.embed(idx)
-        for block in self.blocks:
-            x = recomputed(block, x) if self.recompute else block(x)
-        logits = self.head(x)
-        if targets is None:
-            return logits
-        return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
-
-
-def recomputed(block: nn.Module, x):
-    """``block(x)`` keeping only its input for backward; the forward runs
-    again during backward (full recomputation, Korthikanti et al. 2022,
-    Sec. 5: 2 s b h bytes per layer in 16-bit instead of 34 s b h + ...)."""
-    from torch.utils.checkpoint import checkpoint
-    if not torch.is_grad_enabled():
-        return block(x)
-    return checkpoint(block, x, use_reentrant=False)
-
-
-def _init(m):
-    if isinstance(m, (nn.Linear, nn.Embedding)):
-        nn.init.normal_(m.weight, std=0.02)
-        if getattr(m, "bias", None) is not None:
-            nn.init.zeros_(m.bias)
 
 
 def build(config: GPTConfig | None = None, seed: int = 0) -> GPT:
@@ -193,9 +118,13 @@ def check_shardable(config: GPTConfig, world_size: int) -> None:
     equal Psi / N exactly. The labs ask for exact shards, so they say so
     before anything starts.
     """
+    a = arch_of(config)
     dims = {"vocab": config.vocab, "seq": config.seq, "hidden": config.hidden,
             "3*hidden": 3 * config.hidden,
             "mlp_ratio*hidden": config.mlp_ratio * config.hidden}
+    if config.arch == "llama":   # no position table; K/V and SwiGLU widths
+        dims = {"vocab": a.vocab, "hidden": a.hidden, "kv_dim": a.kv_dim,
+                "ffn": a.ffn}
     bad = [f"{k}={v}" for k, v in dims.items() if v % world_size]
     if bad:
         raise ValueError(f"sizes {', '.join(bad)} do not divide by world size "
@@ -206,7 +135,8 @@ SHAPE = ("layers", "hidden", "heads", "vocab", "seq")
 
 
 def add_shape_arguments(parser, **defaults) -> None:
-    """``--layers --hidden --heads --vocab --seq`` for an entry module.
+    """``--layers --hidden --heads --vocab --seq --arch`` for an entry
+    module.
 
     Defaults are GPTConfig's unless given:
     ``add_shape_arguments(p, layers=8)``.
@@ -215,24 +145,25 @@ def add_shape_arguments(parser, **defaults) -> None:
         parser.add_argument(f"--{name}", type=int,
                             default=defaults.get(name,
                                                  getattr(GPTConfig, name)))
+    parser.add_argument("--arch", choices=ARCHS,
+                        default=defaults.get("arch", GPTConfig.arch))
 
 
 def config_from_args(args) -> GPTConfig:
     """The GPTConfig named by the flags of :func:`add_shape_arguments`."""
-    return GPTConfig(**{name: getattr(args, name) for name in SHAPE})
+    return GPTConfig(**{name: getattr(args, name) for name in SHAPE},
+                     arch=getattr(args, "arch", GPTConfig.arch))
 
 
 def arch_of(config: GPTConfig):
     """The architecture record of a GPTConfig (:mod:`labkit.arch`)."""
     from labkit import arch
-    return arch.gpt(config.layers, config.hidden, config.heads,
-                    config.vocab, config.seq, config.mlp_ratio)
+    return arch.of_shape(**asdict(config))
 
 
 def build_arch(a, seed: int = 0) -> nn.Module:
     """The decoder an architecture record describes (GPT or Llama-style,
     :mod:`labkit.decoder`), the same weights on every rank from the seed."""
-    from labkit.decoder import Decoder
     torch.manual_seed(seed)
     return Decoder(a)
 
@@ -242,7 +173,7 @@ def count_params(model: nn.Module) -> int:
 
 
 if __name__ == "__main__":
-    c = GPTConfig()
+    c = GPTConfig(arch=sys.argv[1] if len(sys.argv) > 1 else "gpt")
     m = build(c)
     x, y = batch(c, 8, step=0)
     print(f"{c}\nparameters: {count_params(m):,}  "

@@ -59,13 +59,14 @@ def load_profile(name: str) -> dict:
 def offload_bytes(profile: dict) -> tuple[float, float]:
     """(host RAM, NVMe bytes) the offload cells of lab 4 need on this node:
     every rank's offloaded model states (``labkit.predict.memory.ledger``)."""
-    from labkit.predict.memory import gpt_params, ledger
+    from labkit.predict.memory import ledger
+    from labkit.predict.params import lab_params
     zero = profile.get("zero") or {}
     variants = zero.get("variants", [])
     if not any("offload" in v for v in variants) or "model" not in zero:
         return 0.0, 0.0
     n = zero.get("world_size", 1)
-    led = ledger(gpt_params(**zero["model"]), n, "zero3",
+    led = ledger(lab_params(zero["model"]), n, "zero3",
                  "mixed" if zero.get("bf16") else "fp32", offload="params")
     ram = led.cpu_total * n
     return ram, (ram if zero.get("nvme_path") else 0.0)

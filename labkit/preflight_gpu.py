@@ -16,12 +16,12 @@ from labkit.preflight_memory import check_memory
 
 def largest_model(profile: dict) -> tuple[str, int, bool]:
     """(lab, parameters, bf16) of the largest ``model`` in the profile."""
-    from labkit.predict.memory import gpt_params
+    from labkit.predict.params import lab_params
     best = ("", 0, False)
     for lab, params in profile.items():
         m = (params or {}).get("model")
         if isinstance(m, dict):
-            psi = gpt_params(**m)
+            psi = lab_params(m)
             if psi > best[1]:
                 best = (lab, psi, bool(params.get("bf16")))
     return best

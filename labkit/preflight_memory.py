@@ -66,7 +66,8 @@ def _strategies(lab: str, p: dict) -> list[str]:
 
 
 def _dp_need(lab: str, p: dict, gpu_bytes: float) -> Need | None:
-    from labkit.predict.memory import gpt_params, layers_that_fit, ledger
+    from labkit.predict.memory import layers_that_fit, ledger
+    from labkit.predict.params import lab_params
     m = dict(p["model"])
     note = ""
     worlds = p.get("world_sizes") or [p.get("world_size", 1)]
@@ -78,7 +79,7 @@ def _dp_need(lab: str, p: dict, gpu_bytes: float) -> Need | None:
             return Need(lab, float("inf"), "fit_to_gpu: not one layer fits")
         note = f", fit_to_gpu: {fit} of {m['layers']} layers"
         m["layers"] = fit
-    psi = gpt_params(**m)
+    psi = lab_params(m)
     precision = "mixed" if p.get("bf16") else "fp32"
     best = None
     for s in _strategies(lab, p):

@@ -46,6 +46,32 @@ def test_gpt_preset_is_the_course_gpt():
     assert count_params(build(c)) == count_params(build_arch(arch_of(c)))
 
 
+def test_the_gpt_is_the_decoder_with_the_gpt_names():
+    """One model: labkit.model.GPT is the decoder on the GPT preset, and
+    keeps the names its TP runs and checkpoints use (fused qkv, fc/proj)."""
+    from labkit.decoder import Decoder
+    m = build(GPTConfig())
+    assert isinstance(m, Decoder) and m.arch.qkv_fused
+    names = [n for n, _ in m.named_parameters()]
+    assert names[:14] == [
+        "embed.tok.weight", "embed.pos.weight",
+        *(f"blocks.0.{n}" for n in (
+            "ln1.weight", "ln1.bias", "attn.qkv.weight", "attn.qkv.bias",
+            "attn.proj.weight", "attn.proj.bias", "ln2.weight", "ln2.bias",
+            "mlp.fc.weight", "mlp.fc.bias", "mlp.proj.weight",
+            "mlp.proj.bias"))]
+    assert names[-3:] == ["head.ln_f.weight", "head.ln_f.bias",
+                          "head.out.weight"]
+
+
+def test_arch_llama_at_the_course_size_is_llama_tiny():
+    c = GPTConfig(arch="llama")
+    assert arch_of(c) == A.preset("llama-tiny").with_(name="")
+    assert count_params(build(c)) == P.total(arch_of(c))
+    with pytest.raises(ValueError, match="arch must be one of gpt, llama"):
+        GPTConfig(arch="mamba")
+
+
 def test_moe_record_builds_and_counts():
     a = A.preset("llama-tiny").with_(experts=4, top_k=2, expert_ffn=32,
                                      shared_experts=1, first_dense_layers=1)

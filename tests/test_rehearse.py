@@ -10,6 +10,7 @@ import pytest
 import torch.distributed as tdist
 
 from labkit.dryrun import cli, labs as L
+from labkit.measure.collectives import added
 from labkit.preflight import load_profile
 from labkit.predict import context_parallel as CP
 from labkit.rehearse import run as R
@@ -77,21 +78,20 @@ def test_gpu8_lab_12_ooms_where_expected_and_accumulation_fits(gpu8):
 def test_gpu8_lab_11_every_rank_at_real_size(gpu8):
     p = load_profile("gpu8")["context_parallel"]
     launches = gpu8["labs"]["context_parallel"]["launches"]
-    assert [la["world_size"] for la in launches] == p["world_sizes"]
+    # one launch per world size, then section 3b's GQA one at the largest
+    assert [la["world_size"] for la in launches] == [
+        *p["world_sizes"], max(p["world_sizes"])]
     for la in launches:
         n = la["world_size"]
         assert len(la["ranks"]) == n and not la["problems"]
         for r in la["ranks"]:
+            kv = r["record"]["config"]["kv_heads"] * p["head_dim"]
             for x in r["record"]["results"]:
-                got = {}
-                for ph in ("comm_forward", "comm_backward"):
-                    for op, v in x[ph].items():
-                        d = got.setdefault(op, {"calls": 0, "bytes": 0})
-                        d["calls"] += v["calls"]
-                        d["bytes"] += v["bytes"]
+                got = added(x["comm_forward"], x["comm_backward"])
                 want = (CP.ulysses_bytes if x["method"] == "ulysses"
                         else CP.ring_bytes)(p["batch"], p["seq"],
-                                            p["heads"] * p["head_dim"], n, 4)
+                                            p["heads"] * p["head_dim"], n, 4,
+                                            kv_hidden=kv)
                 assert got == want, (n, x["method"])
                 # what fake tensors cannot produce is not invented
                 assert x["out_diff"] == "not rehearsed"

@@ -3,6 +3,7 @@ outputs and gradients (causal and not), bytes, activations, causal load."""
 import pytest
 
 from labkit.launch import launch
+from labkit.measure.collectives import added
 from labkit.predict import context_parallel as CP
 
 pytestmark = pytest.mark.distributed
@@ -20,6 +21,11 @@ def ranks(request, tmp_path_factory):
         run_dir=tmp_path_factory.mktemp(f"cp{n}"))
 
 
+def counted(x) -> dict:
+    """Calls and bytes of each collective, forward and backward added."""
+    return added(x["comm_forward"], x["comm_backward"])
+
+
 def test_equal_full_attention(ranks):
     _, rs = ranks
     for r in rs:
@@ -32,12 +38,7 @@ def test_bytes_are_predicted(ranks):
     n, rs = ranks
     for r in rs:
         for x in r["results"]:
-            got = {}
-            for ph in ("comm_forward", "comm_backward"):
-                for op, v in x[ph].items():
-                    d = got.setdefault(op, {"calls": 0, "bytes": 0})
-                    d["calls"] += v["calls"]
-                    d["bytes"] += v["bytes"]
+            got = counted(x)
             want = (CP.ulysses_bytes if x["method"] == "ulysses"
                     else CP.ring_bytes)(B, S, HEADS * D, n, 4)
             assert got == want, x["method"]
@@ -65,3 +66,43 @@ def test_torch_context_parallel_recorded(ranks):
     n, rs = ranks
     if n == 2:   # "ok" where PyTorch supports it; on CPU it says why not
         assert rs[0]["torch_context_parallel"]
+
+
+# grouped-query attention: 4 query heads, 2 K/V heads; Ulysses where
+# p <= KV heads (p = 2), the ring at p = 2 and 4
+KV = 2
+
+
+@pytest.fixture(scope="module", params=[2, 4])
+def gqa(request, tmp_path_factory):
+    n = request.param
+    methods = "ring,ring_balanced" + (",ulysses" if KV % n == 0 else "")
+    return n, launch("labkit.runs.context_parallel", n, {
+        "batch": B, "seq": S, "heads": HEADS, "kv_heads": KV,
+        "head_dim": D, "methods": methods}, timeout=240,
+        run_dir=tmp_path_factory.mktemp(f"gqa{n}"))
+
+
+def test_gqa_equals_full_attention_and_its_bytes(gqa):
+    n, rs = gqa
+    kv_hidden = KV * D
+    want_saved = CP.saved_bytes(B, S, HEADS * D, HEADS, n, 4,
+                                kv_hidden=kv_hidden)
+    for r in rs:
+        assert {x["method"] for x in r["results"]} == (
+            {"ring", "ring_balanced"} | ({"ulysses"} if n == 2 else set()))
+        for x in r["results"]:
+            assert x["out_diff"] <= TOL * x["scale"], x
+            assert x["grad_diff"] <= TOL * 10, x
+            got = counted(x)
+            if x["method"] == "ulysses":
+                want = CP.ulysses_bytes(B, S, HEADS * D, n, 4,
+                                        kv_hidden=kv_hidden, kv_heads=KV)
+            else:
+                want = CP.ring_bytes(B, S, HEADS * D, n, 4,
+                                     kv_hidden=kv_hidden)
+                mha = CP.ring_bytes(B, S, HEADS * D, n, 4)
+                assert got["send"]["bytes"] * HEADS == (
+                    mha["send"]["bytes"] * KV)
+            assert got == want, x["method"]
+            assert x["saved_bytes"] == want_saved, x["method"]

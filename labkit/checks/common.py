@@ -28,6 +28,13 @@ def _sizes(sizes, what: str, on_gpu: bool) -> int:
     return world
 
 
+def _gpt_only(config, why: str) -> None:
+    """A lab whose lesson is exact for the GPT block only refuses the
+    Llama-style one (``model['arch']``), saying why."""
+    require(config.arch == "gpt", f"model['arch']={config.arch!r}: {why}; "
+            "use 'gpt'")
+
+
 def checked(fn):
     """``fn`` with every argument checked by its rule
     (:mod:`labkit.checks.params`) first, and any stray exception of the

@@ -7,7 +7,7 @@ Each function takes its lab's parameters by name and raises one
 """
 from __future__ import annotations
 
-from labkit.checks.common import _profile, _sizes
+from labkit.checks.common import _gpt_only, _profile, _sizes
 from labkit.checks.rules import require
 
 
@@ -20,6 +20,9 @@ def memory(profile, world_sizes, strategies, model, global_batch, steps,
     from labkit.wrap import check_strategy
 
     config = GPTConfig(**model)
+    _gpt_only(config, "lab 1's ledgers (Korthikanti's 34 sbh activations) "
+              "are exact for the GPT block; its section 9 runs the "
+              "Llama-style block")
     if fit_to_gpu:   # read the GPU's memory now; ledger + activations fit
         import torch
         from labkit.device import name, total_memory
@@ -116,6 +119,9 @@ def colossalai(profile, world_size, plugins, model, global_batch, steps,
     from labkit.runs.colossalai_patches import NEEDS
 
     config = GPTConfig(**model)
+    _gpt_only(config, "lab 9's HybridParallelPlugin shards Hugging Face's "
+              "GPT-2 (Colossal-AI's policy), the course GPT's shape, and "
+              "the plugins are compared on that shape")
     on_gpu = _profile(profile)
     require(isinstance(world_size, int) and world_size >= 1,
             f"world size must be an integer >= 1, got {world_size!r}")
@@ -147,6 +153,8 @@ def fit(profile, world_size, model, global_batch, budget_bytes, steps,
 
     on_gpu = _profile(profile)
     config = GPTConfig(**model)
+    _gpt_only(config, "lab 12's fit ledger (per-unit activations, the "
+              "planner's memory) is exact for the GPT block")
     backend = pick_backend(world_size, require_gpu=on_gpu)
     require(global_batch % world_size == 0,
             f"global batch {global_batch} does not divide by {world_size}")

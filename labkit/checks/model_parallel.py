@@ -7,7 +7,7 @@ Each function takes its lab's parameters by name and raises one
 """
 from __future__ import annotations
 
-from labkit.checks.common import _profile, _sizes
+from labkit.checks.common import _gpt_only, _profile, _sizes
 from labkit.checks.rules import require
 
 
@@ -72,6 +72,8 @@ def mesh(profile, world_size, layouts, model, global_batch):
             f"world_size must be an integer >= 2, got {world_size!r}")
     pick_backend(world_size, require_gpu=on_gpu)
     config = GPTConfig(**model)             # checks the shape
+    _gpt_only(config, "lab 10's tensor-parallel plan names the GPT block's "
+              "layers (its fused QKV cut into heads, GELU fc/proj)")
     lays = [parse_layout(s, world_size) for s in layouts]   # DxT = N
     for lay in lays:
         require(config.heads % lay["tp"] == 0
@@ -89,13 +91,16 @@ def mesh(profile, world_size, layouts, model, global_batch):
     return on_gpu, config, lays
 
 
-def context_parallel(profile, world_sizes, batch, seq, heads, head_dim):
+def context_parallel(profile, world_sizes, batch, seq, heads, head_dim,
+                     kv_heads=None):
     """Lab 11. Returns ``on_gpu``."""
     on_gpu = _profile(profile)
     _sizes(world_sizes, "world_sizes", on_gpu)
     for p in world_sizes:
         require(seq % (2 * p) == 0, f"seq {seq} must divide by 2 x {p}")
         require(heads % p == 0, f"heads {heads} must divide by {p} (Ulysses)")
+    require(kv_heads is None or heads % kv_heads == 0,
+            f"kv_heads {kv_heads} must divide heads {heads} (GQA groups)")
     require(all(isinstance(x, int) and x >= 1 for x in (batch, head_dim)),
             "batch and head_dim must be positive integers")
     return on_gpu

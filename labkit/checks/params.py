@@ -60,6 +60,25 @@ def _seconds(name, v):   # a timeout: finite, positive, under a day
     return R.number(name, v, 0, 86_400, open_low=True)
 
 
+ARCHS = ("gpt", "llama")   # labkit.model.ARCHS (no torch import here)
+
+
+def _arch(name, v):
+    R.require(v in ARCHS, f"{name}={v!r}: unknown architecture, choose "
+              f"from {', '.join(ARCHS)}")
+    return v
+
+
+def _model(name, v):
+    """A model shape: positive integers, and ``arch`` (gpt or llama)."""
+    v = R._parse(v)
+    if isinstance(v, dict) and "arch" in v:
+        rest = R.mapping(name, {k: x for k, x in v.items() if k != "arch"},
+                         BIG)
+        return {**rest, "arch": _arch(f"{name}['arch']", v["arch"])}
+    return R.mapping(name, v, BIG)
+
+
 def _profile(name, v):
     R.require(v in PROFILES, f"unknown profile {v!r}: choose from "
               f"{', '.join(PROFILES)}")
@@ -86,13 +105,14 @@ RULES = {
     "pp_microbatches": _int(), "microbatches": _ints(),
     "layers": _int(), "hidden": _int(), "heads": _int(), "seq": _int(),
     "vocab": _int(), "head_dim": _int(), "factor": _int(2, BIG),
+    "kv_heads": _int(),
     "experts": _int(), "top_k": _int(), "expert_ffn": _int(),
     "ffn": _int(), "block": _int(), "ks": _ints(),
     "workers": _int(0, 256), "sweep_workers": _ints(0, 256),
     "sweep_prefetch": _ints(1, 256),
     "min_bytes": _int(1, BYTES), "max_bytes": _int(1, BYTES),
     "reduce_bucket_size": _int(1, 2 ** 40),
-    "model": lambda name, v: R.mapping(name, v, BIG),
+    "model": _model, "arch": _arch,
     # real numbers
     "timeout_s": _seconds, "hang_timeout_s": _seconds,
     "compile_timeout_s": _seconds,

@@ -269,6 +269,17 @@ class CollectiveCounter(TorchDispatchMode):
         return split_by_node(self.records, node_of)
 
 
+def added(*summaries) -> dict:
+    """Several :meth:`CollectiveCounter.summary` results added op by op
+    (a forward's and a backward's): ``{op: {"calls", "bytes"}}``."""
+    out: dict = defaultdict(lambda: {"calls": 0, "bytes": 0})
+    for s in summaries:
+        for op, v in s.items():
+            out[op]["calls"] += v["calls"]
+            out[op]["bytes"] += v["bytes"]
+    return dict(out)
+
+
 def split_by_node(records, node_of: list[int]) -> dict:
     """Counted bytes inside one node vs across nodes (see ``by_node``)."""
     out = {"inside": 0, "across": 0}

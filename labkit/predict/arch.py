@@ -20,6 +20,8 @@ field:
   ``qk_norm``: an RMSNorm of ``head_dim`` on every query and key (Qwen3);
 - ``positions = "rope"``: rotary positions (Su et al. 2021), no table;
 - ``tied``: the output layer reuses the input embedding (GPT-2) or not;
+- ``qkv_fused``: Q, K and V as one matrix (GPT-2's ``c_attn``, Megatron's
+  layout) -- the same parameters, another module layout;
 - biases: ``qkv_bias`` (GPT-2, Qwen2), ``out_bias``, ``mlp_bias``;
 - mixture of experts (``experts`` > 0): ``experts`` MLPs of width
   ``expert_ffn`` per layer, ``top_k`` of them per token, ``shared_experts``
@@ -54,6 +56,7 @@ class Arch:
     positions: str = "learned"
     max_seq: int = 0             # learned positions: the table's rows
     tied: bool = False
+    qkv_fused: bool = False      # one Linear for Q, K, V (GPT-2, Megatron)
     qkv_bias: bool = True
     out_bias: bool = True
     mlp_bias: bool = True
@@ -151,7 +154,8 @@ def gpt(layers: int, hidden: int, heads: int, vocab: int, seq: int,
     """The course's GPT (GPT-2 layout: LayerNorm, learned positions of
     ``seq`` rows, GELU MLP of width ``mlp_ratio x hidden``, all biases)."""
     return Arch(layers, hidden, heads, vocab, ffn=mlp_ratio * hidden,
-                max_seq=seq, tied=tied, final_norm=final_norm, name=name)
+                max_seq=seq, tied=tied, qkv_fused=True,
+                final_norm=final_norm, name=name)
 
 
 def llama(layers: int, hidden: int, heads: int, kv_heads: int, ffn: int,
@@ -162,6 +166,30 @@ def llama(layers: int, hidden: int, heads: int, kv_heads: int, ffn: int,
                 mlp="swiglu", norm="rmsnorm", positions="rope",
                 max_seq=max_seq, qkv_bias=False, out_bias=False,
                 mlp_bias=False, rope_theta=rope_theta, name=name, **kw)
+
+
+def llama_shape(hidden: int, heads: int, mlp_ratio: int = 4):
+    """``(kv_heads, ffn)`` of the Llama-style block at a GPT's size: half
+    as many K/V heads (GQA, group 2; MHA with an odd head count), and the
+    SwiGLU width 2/3 of ``mlp_ratio x hidden`` rounded up to a multiple of
+    16 (Touvron et al. 2023, Sec. 2.2; ``multiple_of`` in their code), so
+    the MLP keeps about the GELU MLP's parameters with 3 matrices."""
+    kv = heads // 2 if heads % 2 == 0 else heads
+    ffn = -(-(2 * mlp_ratio * hidden // 3) // 16) * 16
+    return kv, ffn
+
+
+def of_shape(layers: int, hidden: int, heads: int, vocab: int, seq: int,
+             mlp_ratio: int = 4, arch: str = "gpt") -> Arch:
+    """The record of a lab's ``model`` dict (``labkit.model.GPTConfig``'s
+    fields): the course's GPT, or (``arch="llama"``) the Llama-style block
+    at the same layers, hidden, heads, vocabulary and sequence."""
+    if arch == "llama":
+        kv, ffn = llama_shape(hidden, heads, mlp_ratio)
+        return llama(layers, hidden, heads, kv, ffn, vocab, max_seq=seq)
+    if arch != "gpt":
+        raise ValueError(f"arch must be gpt or llama, got {arch!r}")
+    return gpt(layers, hidden, heads, vocab, seq, mlp_ratio)
 
 
 # Presets. GPT shapes: GPT-3 (Brown et al. 2020, Table 2.1) and the

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from labkit.predict.flops import PEAKS, model_flops
-from labkit.predict.memory import gpt_params
+from labkit.predict.params import lab_params
 from labkit.predict.sharding import comm_time, step_comm
 
 MFU = 0.35            # assumption: model FLOPs utilisation of a small run
@@ -85,7 +85,7 @@ def estimate(lab: str, section: dict, gpu: bool, compile_ops: int = 0
     if shape and gpu:
         batch = section.get("global_batch") or section.get("batch") or \
             section.get("micro_batch", 1)
-        psi = gpt_params(**shape)
+        psi = lab_params(shape)
         peak = PEAKS[GPU][0] * 1e12
         for n in sizes:
             flops = model_flops(batch, shape["seq"], shape["layers"],

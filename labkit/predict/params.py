@@ -142,6 +142,15 @@ def matmul_params(a: A.Arch) -> int:
     return dense + a.vocab * a.hidden
 
 
+def lab_params(m: dict) -> int:
+    """Parameters of a lab's ``model`` dict: the GPT's closed form, or
+    (``arch="llama"``) the Llama-style block's record
+    (:func:`labkit.arch.of_shape`)."""
+    if m.get("arch", "gpt") == "gpt":
+        return gpt_params(**{k: v for k, v in m.items() if k != "arch"})
+    return total(A.of_shape(**m))
+
+
 def gpt_params(layers: int, hidden: int, heads: int, vocab: int, seq: int,
                mlp_ratio: int = 4, tied: bool = False,
                final_norm: bool = True) -> int:

@@ -47,11 +47,19 @@ class Plan:
 
 
 def _context_parallel(p: dict) -> Plan:
-    """Lab 11's launch cell, one launch per world size."""
-    return Plan(launches=[Launch("labkit.runs.context_parallel", n, {
-        "batch": p["batch"], "seq": p["seq"], "heads": p["heads"],
-        "head_dim": p["head_dim"], "time_steps": 0, "torch_cp": True})
-        for n in p["world_sizes"]],
+    """Lab 11's launch cells: one launch per world size, and section 3b's
+    grouped-query launch at the largest."""
+    shape = {"batch": p["batch"], "seq": p["seq"], "heads": p["heads"],
+             "head_dim": p["head_dim"]}
+    launches = [Launch("labkit.runs.context_parallel", n, {
+        **shape, "time_steps": 0, "torch_cp": True})
+        for n in p["world_sizes"]]
+    if p.get("kv_heads"):
+        n, kv = max(p["world_sizes"]), p["kv_heads"]
+        methods = "ring,ring_balanced" + (",ulysses" * (kv % n == 0))
+        launches.append(Launch("labkit.runs.context_parallel", n, {
+            **shape, "kv_heads": kv, "methods": methods}))
+    return Plan(launches=launches,
         notes=[f"time_steps {p.get('time_steps', 0)} -> 0: timings not "
                "rehearsed"])
 

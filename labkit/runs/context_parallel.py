@@ -2,10 +2,15 @@
 
     torchrun --nproc-per-node 4 -m labkit.runs.context_parallel \
         --methods ring,ring_balanced,ulysses --seq 64 --heads 4
+    torchrun --nproc-per-node 4 -m labkit.runs.context_parallel \
+        --methods ring,ring_balanced --heads 4 --kv-heads 2     # GQA
 
-Every rank draws the same global ``q, k, v`` (``[b, heads, s, d]``) and
-output gradient from the seed, computes full attention in one process as
-the reference (PyTorch's ``scaled_dot_product_attention``, math kernel),
+Every rank draws the same global ``q`` (``[b, heads, s, d]``), ``k, v``
+(``[b, kv_heads, s, d]``; fewer K/V heads than query heads is
+grouped-query attention) and output gradient from the seed, computes full
+attention in one process as the reference (PyTorch's
+``scaled_dot_product_attention``, math kernel, on K/V repeated for the
+query heads, so dK and dV are the sums over each head's copies),
 then runs each method (:mod:`labkit.runs.cp_attention`) on its own slice of
 the sequence, causal and not:
 
@@ -105,6 +110,8 @@ def main(argv=None):
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--seq", type=int, default=64)
     ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--kv-heads", type=int, default=0,
+                    help="K/V heads (GQA); 0: as many as --heads")
     ap.add_argument("--head-dim", type=int, default=16)
     ap.add_argument("--time-steps", type=int, default=0)
     ap.add_argument("--torch-cp", action="store_true")
@@ -115,19 +122,26 @@ def main(argv=None):
         raise SystemExit(f"unknown methods {set(methods) - set(METHODS)}")
     ctx = dist.init()
     p = ctx.world_size
-    if a.seq % (2 * p) or a.heads % p:
-        raise SystemExit(f"seq {a.seq} must divide by 2 x {p} ranks and "
-                         f"heads {a.heads} by {p}")
+    kv = a.kv_heads = a.kv_heads or a.heads
+    if a.seq % (2 * p) or a.heads % p or a.heads % kv:
+        raise SystemExit(f"seq {a.seq} must divide by 2 x {p} ranks, "
+                         f"heads {a.heads} by {p} and by kv_heads {kv}")
+    if "ulysses" in methods and kv % p:
+        raise SystemExit(f"ulysses needs p <= KV heads: kv_heads {kv} "
+                         f"do not split over {p} ranks")
     g = torch.Generator().manual_seed(a.seed)
     shape = (a.batch, a.heads, a.seq, a.head_dim)
-    q, k, v, dout = (torch.randn(shape, generator=g).to(ctx.device)
-                     for _ in range(4))
+    kv_shape = (a.batch, kv, a.seq, a.head_dim)
+    q, k, v, dout = (torch.randn(sh, generator=g).to(ctx.device)
+                     for sh in (shape, kv_shape, kv_shape, shape))
     results = []
     for causal in (False, True):
         x = [t.clone().requires_grad_(True) for t in (q, k, v)]
         with torch.nn.attention.sdpa_kernel(
                 torch.nn.attention.SDPBackend.MATH):
-            ref = F.scaled_dot_product_attention(*x, is_causal=causal)
+            ref = F.scaled_dot_product_attention(
+                x[0], *(A.repeat_kv(t, a.heads // kv) for t in x[1:]),
+                is_causal=causal)
         ref.backward(dout)
         for method in methods:
             balanced = method == "ring_balanced"
@@ -145,7 +159,9 @@ def main(argv=None):
                 "seconds": timed(method, causal, q, k, v, dout, ctx,
                                  a.time_steps)})
             results.append(rec)
-    torch_cp = try_torch_cp(q, k, v, ctx) if a.torch_cp else None
+    group = a.heads // kv   # PyTorch's CP on the MHA-equivalent K/V
+    torch_cp = (try_torch_cp(q, A.repeat_kv(k, group), A.repeat_kv(v, group),
+                             ctx) if a.torch_cp else None)
     dist.save(ctx, {"config": vars(a), "results": results,
                     "torch_context_parallel": torch_cp})
     dist.close()

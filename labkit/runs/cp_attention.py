@@ -2,8 +2,16 @@
 
     torchrun --nproc-per-node 4 -m labkit.runs.context_parallel
 
-Every rank holds ``n = s/p`` tokens of the sequence (queries, keys, values
-``[b, heads, n, d]``).
+Every rank holds ``n = s/p`` tokens of the sequence (queries
+``[b, heads, n, d]``, keys and values ``[b, kv_heads, n, d]``).
+
+**Grouped-query attention** (Ainslie et al. 2023): with fewer K/V heads
+than query heads, K and V travel (and are saved) at ``kv_heads`` heads;
+each block repeats them for its ``heads / kv_heads`` query heads only
+where it computes (:func:`repeat_kv`, as ``labkit.decoder.repeat_kv``),
+and folds the repeated heads' gradients back (:func:`fold_kv`). The ring
+then sends ``kv_heads / heads`` of the MHA bytes
+(:func:`labkit.predict.context_parallel.ring_bytes` with ``kv_hidden``).
 
 **Ring attention** (Liu et al. 2023, "Ring Attention with Blockwise
 Transformers"; the blockwise softmax of Milakov & Gimelshein 2018 and
@@ -80,9 +88,25 @@ def _scores(q, k, q0, k0, masked, scale):
     return s
 
 
+def repeat_kv(x, group: int):
+    """``[b, kv_heads, n, d]`` -> ``[b, kv_heads * group, n, d]``: K/V
+    head ``j`` serves query heads ``j * group ... (j + 1) * group - 1``."""
+    return x if group == 1 else x.repeat_interleave(group, dim=1)
+
+
+def fold_kv(g, group: int):
+    """The gradient of :func:`repeat_kv`: each K/V head's copies summed."""
+    if group == 1:
+        return g
+    b, h, n, d = g.shape
+    return g.view(b, h // group, group, n, d).sum(2)
+
+
 def block_forward(q, k, v, q_chs, k_chs, causal, out, lse, work):
     """Merge attention of ``q`` to one K/V block into ``out``/``lse``."""
     scale = 1 / math.sqrt(q.shape[-1])
+    group = q.shape[1] // k.shape[1]           # GQA: query heads per K/V
+    k, v = repeat_kv(k, group), repeat_kv(v, group)
     for qs, ks, q0, k0, qn, kn, masked in _blocks(q_chs, k_chs, causal):
         s = _scores(q[..., qs, :], k[..., ks, :], q0, k0, masked, scale)
         blk_lse = torch.logsumexp(s, dim=-1)
@@ -99,6 +123,8 @@ def block_backward(q, k, v, dout, delta, lse, q_chs, k_chs, causal, dq):
     """FlashAttention's backward of one block (Dao et al. 2022, Alg. 4):
     adds to ``dq`` and returns this block's ``dk``, ``dv``."""
     scale = 1 / math.sqrt(q.shape[-1])
+    group = q.shape[1] // k.shape[1]
+    k, v = repeat_kv(k, group), repeat_kv(v, group)
     dk, dv = torch.zeros_like(k), torch.zeros_like(v)
     for qs, ks, q0, k0, _, _, masked in _blocks(q_chs, k_chs, causal):
         s = _scores(q[..., qs, :], k[..., ks, :], q0, k0, masked, scale)
@@ -108,7 +134,7 @@ def block_backward(q, k, v, dout, delta, lse, q_chs, k_chs, causal, dq):
         ds = p * (dp - delta[..., qs].unsqueeze(-1)) * scale
         dq[..., qs, :] += ds @ k[..., ks, :]
         dk[..., ks, :] += ds.transpose(-1, -2) @ q[..., qs, :]
-    return dk, dv
+    return fold_kv(dk, group), fold_kv(dv, group)
 
 
 def _ring_peers(group):
@@ -198,7 +224,8 @@ class RingAttention(torch.autograd.Function):
 
 def ring_attention(q, k, v, causal=False, balanced=False, group=None,
                    work=None):
-    """Ring attention of this rank's ``[b, heads, n, d]`` slice."""
+    """Ring attention of this rank's ``[b, heads, n, d]`` queries and
+    ``[b, kv_heads, n, d]`` keys and values."""
     return RingAttention.apply(q, k, v, causal, balanced, group,
                                work or _Work())
 
@@ -234,7 +261,13 @@ def _exchange(x, to_heads, group):
 
 def ulysses_attention(q, k, v, causal=False, group=None, work=None):
     """Ulysses: all-to-all to whole sequences of ``heads/p`` heads, local
-    attention (the blockwise kernel above on one rank), all-to-all back."""
+    attention (the blockwise kernel above on one rank), all-to-all back.
+    With GQA each rank gets ``kv_heads/p`` whole K/V heads -- those of its
+    query heads -- so ``p`` must divide ``kv_heads``."""
+    p = tdist.get_world_size(group)
+    if k.shape[1] % p:
+        raise ValueError(f"Ulysses needs p <= KV heads: {k.shape[1]} K/V "
+                         f"heads do not split over {p} ranks")
     q, k, v = (_AllToAll.apply(t, True, group) for t in (q, k, v))
     out = LocalAttention.apply(q, k, v, causal, work or _Work())
     return _AllToAll.apply(out, False, group)
