@@ -57,6 +57,11 @@ _KNOCK_ON = ("Connection closed", "Connection reset", "never came",
 # ``fn(lab, source) -> dict``: where a hidden test's rerun runs (grading
 # sets it: a jail of its own); None: here, with ``run``
 RERUN = None
+# set (to "1") by grading in the student's jail only: ``run`` launches
+# nothing there and hands over the source; the hidden tests grade the
+# grader's own rerun of it anyway (``verified``), so the student's run
+# would be one launch of every rank for nothing
+DEFER = "LABKIT_BUILDIT_DEFER"
 
 
 def harness(lab: str):
@@ -120,6 +125,11 @@ def run(lab: str, *objs, sources: dict | None = None, config: dict | None
     cfg = {**h.CONFIG, **(config or {})}
     many = sources is not None
     sources = sources if many else {"student": source_of(*objs)}
+    if os.environ.get(DEFER) == "1":
+        out = {n: {"lab": lab, "config": cfg, "source": text, "error": None,
+                   "ranks": [], "deferred": True}
+               for n, text in sources.items()}
+        return out if many else out["student"]
     with tempfile.TemporaryDirectory(prefix=f"buildit-{lab}-") as tmp:
         files = []
         for name, text in sources.items():
@@ -245,6 +255,10 @@ def expect_ran(result: dict) -> None:
     """Raise ``AssertionError`` if the run itself failed (public test: the
     checks are the hidden tests'). Prints nothing: otter's tests are
     doctests, and any output would fail them."""
+    if isinstance(result, dict) and result.get("deferred") is True and \
+            isinstance(result.get("source"), str) and \
+            not result.get("error"):
+        return   # under grading: the grader runs it (``DEFER``)
     if not isinstance(result, dict) or result.get("error") or \
             not result.get("ranks"):
         raise AssertionError((result or {}).get("error") or
@@ -263,6 +277,9 @@ def problem(lab: str) -> list[dict]:
 def show(result: dict):
     """The checks as a table (a DataFrame in a notebook)."""
     import pandas as pd
+    if isinstance(result, dict) and result.get("deferred") is True:
+        print("not run here: the grader runs your code itself")
+        return None
     df = pd.DataFrame(grade(result))
     try:
         from IPython.display import display
