@@ -149,6 +149,13 @@ def run(lab: str, *objs, sources: dict | None = None, config: dict | None
                      for f in sorted(run_dir.glob("rank-*.json"))]
             ranks = saved + [{"results": {n: {"error": err}
                                           for n in sources}}]
+    out = collect(lab, cfg, sources, ranks)
+    return out if many else out["student"]
+
+
+def collect(lab: str, cfg: dict, sources: dict, ranks: list) -> dict:
+    """``{name: result}`` from the ranks' records (``rank-*.json``) of a
+    launch of ``labkit.runs.buildit`` (``run``; grading's own spawner)."""
     out = {}
     for name in sources:
         per_rank = [r["results"][name] for r in ranks]
@@ -158,7 +165,7 @@ def run(lab: str, *objs, sources: dict | None = None, config: dict | None
         out[name] = {"lab": lab, "config": cfg, "source": sources[name],
                      "error": errors[0] if errors else None,
                      "ranks": per_rank}
-    return out if many else out["student"]
+    return out
 
 
 @functools.lru_cache(maxsize=8)
