@@ -1,6 +1,7 @@
 """A build-it rerun's ranks, forked from a process that imported torch once.
 
-    ranks = fork_ranks("zero", source, config, world_size=2, work=Path())
+    ranks = fork_ranks("zero", source, config, world_size=2,
+                       work=Path("ranks"), timeout=90.0)
 
 ``labkit.buildit.run`` starts ranks with torchrun: an agent and N fresh
 interpreters, each importing torch (about 1.7 s of CPU apiece, most of a
@@ -11,10 +12,11 @@ real processes joined by a real gloo group (``env://`` on the jail's
 loopback), without the N imports. torch is fork-safe while the parent has
 run no op (no thread pool yet): the parent only imports.
 
-Each child first closes what it inherited of its parent's channel (stdin
-and the pipe to the grader: fds 0 and the ``keep`` list), so no rank can
-write a line the grader would read as the rerun's result; it is not
-dumpable (inherited), and the jail's seccomp filter forbids ptrace.
+Each child first closes every file it inherited but stdout and stderr
+(which it points at its own log): stdin and the parent's pipe to the
+grader among them, so no rank can write a line the grader would read as
+the rerun's result; it is not dumpable (inherited), and the jail's
+seccomp filter forbids ptrace.
 """
 from __future__ import annotations
 
@@ -35,12 +37,10 @@ def _free_port() -> int:
 
 
 def _child(rank: int, world: int, port: int, argv: list[str],
-           run_dir: Path, close: list[int]) -> None:
-    for fd in [0, *close]:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
+           run_dir: Path) -> None:
+    # everything inherited goes, the parent's channel to the grader first
+    os.closerange(0, 1)
+    os.closerange(3, os.sysconf("SC_OPEN_MAX"))
     log = os.open(str(run_dir / f"rank-{rank}.log"),
                   os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     os.dup2(log, 1)
@@ -64,7 +64,7 @@ def _child(rank: int, world: int, port: int, argv: list[str],
 
 
 def fork_ranks(lab: str, source: str, config: dict, world_size: int,
-               work: Path, timeout: float, close: list[int]) -> dict:
+               work: Path, timeout: float) -> dict:
     """The result ``labkit.buildit.run(lab, sources={"student": source},
     config=config)`` gives, from forked ranks."""
     import torch  # noqa: F401 - imported once, here, for every rank
@@ -84,7 +84,7 @@ def fork_ranks(lab: str, source: str, config: dict, world_size: int,
     for r in range(world_size):
         pid = os.fork()
         if pid == 0:
-            _child(r, world_size, port, argv, run_dir, close)
+            _child(r, world_size, port, argv, run_dir)
         pids[pid] = r
     ends, deadline = {}, time.monotonic() + timeout
     while len(ends) < len(pids) and time.monotonic() < deadline:

@@ -46,8 +46,7 @@ def main() -> None:
         h = buildit.harness(lab)
         before = loopback_sent()
         value = fork_ranks(lab, source, h.HIDDEN, buildit.LABS[lab],
-                           Path("ranks"), buildit.TIMEOUT_S,
-                           close=[proto.fileno()])
+                           Path("ranks"), buildit.TIMEOUT_S)
         value["wire_bytes"] = loopback_sent() - before
         out = {"value": value}
     except Exception as e:  # noqa: BLE001 - a reason, not a crash
