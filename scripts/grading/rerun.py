@@ -5,10 +5,11 @@
 Reads one JSON line ``{"lab": ..., "source": ...}``, runs the source as
 part ``lab`` on the harness's ``HIDDEN`` configuration (the rank side of
 ``labkit.buildit.run`` on gloo ranks, forked from here: ``ranks.py``) and
-writes the ranks' plain data as one JSON line. This process is PID 1 of its jail and not dumpable (set
-before any rank starts), so no rank can open its pipe; what the ranks
-report is still the student's own data: the evaluator, outside, checks it
-against references it computes itself. One number is this process's own:
+writes the ranks' plain data as one JSON line. This process is PID 1 of
+its jail and not dumpable (set before any rank starts), and each rank
+closes the files it inherits, so no rank can write on its pipe; what the
+ranks report is still the student's own data: the evaluator, outside,
+checks it against references it computes itself. One number is this process's own:
 ``wire_bytes``, what the ranks sent over the jail's loopback during the
 run (``/proc/net/dev``; the jail has its own network namespace), which a
 rank can raise but not lower: a report of collectives that never ran
