@@ -4,6 +4,7 @@
     python scripts/benchmark.py --only memory  # one lab
     python scripts/benchmark.py --make-test    # also `make test`, fresh clone
     python scripts/benchmark.py --no-labs      # the trace reader only
+    python scripts/benchmark.py --grade-class  # make grade of 12 honest
 
 The budgets (DEVELOPERS.md): each lab at most 90 s on the CPU profile on
 2 cores; `make test` at most 20 minutes on a fresh clone; `make assignments`
@@ -52,6 +53,7 @@ LAB_BUDGET_S = run_labs.BUDGET_S["cpu"]
 MAKE_TEST_BUDGET_S = 20 * 60.0
 ASSIGNMENTS_BUDGET_S = 60.0
 GRADE_ONE_BUDGET_S = 120.0
+GRADE_CLASS_BUDGET_S = 180.0   # `make grade` of 12 honest submissions
 TRACE_TARGET_S = 1.0
 # Labs that compile (torch.compile): timed cold and warm, see
 # bench_compile_lab
@@ -195,6 +197,43 @@ def bench_assignments() -> list[dict]:
     return rows
 
 
+def bench_grade_class(n: int = 12) -> list[dict]:
+    """`make grade` at the default jobs of ``n`` honest submissions: the
+    built answer keys (Colossal-AI's left out: its own environment),
+    taken in order and cycled to ``n``; the load average beside it."""
+    keys = sorted(k for k in (ROOT / "_build" / "assignments" /
+                              "solution").glob("*.ipynb")
+                  if "colossalai" not in k.stem)
+    if not keys:
+        return [row(f"grade {n} honest submissions", GRADE_CLASS_BUDGET_S,
+                    None, "skipped", "no answer keys: make assignments")]
+    with tempfile.TemporaryDirectory() as tmp:
+        subs = Path(tmp) / "in"
+        subs.mkdir()
+        for i in range(n):
+            k = keys[i % len(keys)]
+            shutil.copy2(k, subs / f"{k.stem}_s{i:02d}.ipynb")
+        load0 = os.getloadavg()[0]
+        t0 = time.perf_counter()
+        g = subprocess.run([sys.executable, str(ROOT / "scripts" /
+                                                "grade.py"), str(subs),
+                            "--out", tmp], capture_output=True, text=True)
+        seconds = time.perf_counter() - t0
+        load1 = os.getloadavg()[0]
+        lost = []
+        if g.returncode == 0:
+            with open(Path(tmp) / "grades.csv", newline="") as f:
+                lost = [f"{r['student_file']} {r['question']}"
+                        for r in csv.DictReader(f)
+                        if r["points"] != r["max"]]
+    ok = g.returncode == 0 and not lost
+    return [row(f"grade {n} honest submissions", GRADE_CLASS_BUDGET_S,
+                seconds, "ok" if ok else "FAILED",
+                f"load average {load0:.1f} at the start, {load1:.1f} at "
+                "the end" + ("" if ok else "; lost: " + (
+                    ", ".join(lost)[:200] or g.stderr[-200:])))]
+
+
 def bench_make_test() -> list[dict]:
     tmp = Path(tempfile.mkdtemp(prefix="labkit-bench-"))
     try:
@@ -229,16 +268,22 @@ def main(argv=None) -> int:
     ap.add_argument("--make-test", action="store_true",
                     help="also time `make test` in a fresh clone")
     ap.add_argument("--no-labs", action="store_true")
+    ap.add_argument("--grade-class", action="store_true",
+                    help="only `make grade` of 12 honest submissions")
     ap.add_argument("--no-assignments", action="store_true",
                     help="skip make assignments and the grading of one "
                     "submission per assignment")
     a = ap.parse_args(argv)
     cpus = pin(a.cores)
     print(f"pinned to CPUs {cpus}", flush=True)
-    rows = [] if a.no_labs else bench_labs(a.only)
-    rows += bench_trace()
-    if not (a.no_labs or a.only or a.no_assignments):
+    if a.grade_class:
+        rows = bench_grade_class()
+    else:
+        rows = [] if a.no_labs else bench_labs(a.only)
+        rows += bench_trace()
+    if not (a.no_labs or a.only or a.no_assignments or a.grade_class):
         rows += bench_assignments()
+        rows += bench_grade_class()
     if a.make_test:
         rows += bench_make_test()
     print(f"\n{'what':40s} {'budget s':>9s} {'measured s':>11s} "

@@ -127,6 +127,63 @@ def test_one_cgroup_per_submission_nested_under_ours():
     assert not any(d.exists() for d in box.dirs)
 
 
+# cgroup v2. This machine (a container) is hybrid: memory, pids and cpu
+# are v1 hierarchies, and the v2 one (here at /sys/fs/cgroup/unified) has
+# only what v1 left it (``cgroup.controllers``: hugetlb). A controller
+# lives in one hierarchy at a time, so v2's memory.max / pids.max /
+# cpu.max cannot be written here; the v2 path is tested on that real
+# hierarchy as far as it goes: the refusal when a limit cannot be set, and
+# the mechanics (nested under our own v2 cgroup, a cell per jail, every
+# process in it killed, nothing left), with the limits narrowed to the
+# controllers it has.
+UNIFIED = next((p for p in (limits.CGROUP, limits.CGROUP / "unified")
+                if (p / "cgroup.controllers").exists()), None)
+needs_v2 = pytest.mark.skipif(
+    UNIFIED is None or not os.access(UNIFIED, os.W_OK),
+    reason="no writable cgroup v2 hierarchy")
+
+
+def v2_controllers() -> set:
+    return set((UNIFIED / "cgroup.controllers").read_text().split())
+
+
+@needs_v2
+def test_cgroup_v2_refuses_a_box_it_cannot_limit(monkeypatch):
+    if {"memory", "pids", "cpu"} <= v2_controllers():
+        pytest.skip("every controller is on v2 here: the test above ran")
+    monkeypatch.setattr(limits, "CGROUP", UNIFIED)
+    name = f"grade-v2-{os.getpid()}"
+    assert limits.Box.open(name) is None   # not a box without its limits
+    assert not list(UNIFIED.rglob(name))
+
+
+@needs_v2
+def test_cgroup_v2_box_nests_holds_and_kills(monkeypatch):
+    monkeypatch.setattr(limits, "CGROUP", UNIFIED)
+    full = limits.v2_limits()
+    monkeypatch.setattr(limits, "v2_limits", lambda: {
+        f: v for f, v in full.items()
+        if f.partition(".")[0] in v2_controllers()})
+    box = limits.Box.open(f"grade-v2-{os.getpid()}")
+    assert box is not None and len(box.dirs) == 1
+    d = box.dirs[0]
+    own = UNIFIED / limits._own("").lstrip("/")
+    assert d.parent == (own if box.nested else UNIFIED)
+    try:
+        cell = box.cell("student")[0]
+        kids = [subprocess.Popen(
+            ["sleep", "300"], preexec_fn=lambda: (
+                cell / "cgroup.procs").write_text(str(os.getpid())))
+            for _ in range(2)]
+        assert sorted(cell.joinpath("cgroup.procs").read_text().split()) \
+            == sorted(str(k.pid) for k in kids)
+        assert "populated 1" in (d / "cgroup.events").read_text()
+    finally:
+        box.close()
+    assert [k.wait(timeout=10) for k in kids] == [-9, -9]
+    assert not d.exists()
+
+
 def test_jobs_fit_in_memory():
     most = limits.jobs_that_fit(by_cores=False)
     assert most >= 1

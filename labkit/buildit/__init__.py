@@ -59,6 +59,11 @@ _KNOCK_ON = ("Connection closed", "Connection reset", "never came",
 # ``fn(lab, source) -> dict``: where a hidden test's rerun runs (grading
 # sets it: a jail of its own); None: here, with ``run``
 RERUN = None
+# set (to "1") by grading in the student's jail only: ``run`` launches
+# nothing there and hands over the source; the hidden tests grade the
+# grader's own rerun of it anyway (``verified``), so the student's run
+# would be one launch of every rank for nothing
+DEFER = "LABKIT_BUILDIT_DEFER"
 
 
 def harness(lab: str):
@@ -122,6 +127,11 @@ def run(lab: str, *objs, sources: dict | None = None, config: dict | None
     cfg = {**h.CONFIG, **(config or {})}
     many = sources is not None
     sources = sources if many else {"student": source_of(*objs)}
+    if os.environ.get(DEFER) == "1":
+        out = {n: {"lab": lab, "config": cfg, "source": text, "error": None,
+                   "ranks": [], "deferred": True}
+               for n, text in sources.items()}
+        return out if many else out["student"]
     with tempfile.TemporaryDirectory(prefix=f"buildit-{lab}-") as tmp:
         files = []
         for name, text in sources.items():
@@ -141,6 +151,13 @@ def run(lab: str, *objs, sources: dict | None = None, config: dict | None
                      for f in sorted(run_dir.glob("rank-*.json"))]
             ranks = saved + [{"results": {n: {"error": err}
                                           for n in sources}}]
+    out = collect(lab, cfg, sources, ranks)
+    return out if many else out["student"]
+
+
+def collect(lab: str, cfg: dict, sources: dict, ranks: list) -> dict:
+    """``{name: result}`` from the ranks' records (``rank-*.json``) of a
+    launch of ``labkit.runs.buildit`` (``run``; grading's own spawner)."""
     out = {}
     for name in sources:
         per_rank = [r["results"][name] for r in ranks]
@@ -150,7 +167,7 @@ def run(lab: str, *objs, sources: dict | None = None, config: dict | None
         out[name] = {"lab": lab, "config": cfg, "source": sources[name],
                      "error": errors[0] if errors else None,
                      "ranks": per_rank}
-    return out if many else out["student"]
+    return out
 
 
 @functools.lru_cache(maxsize=8)
@@ -203,12 +220,13 @@ def grade(result: dict) -> list[dict]:
         error = ("your code uses labkit, the course's own implementation: "
                  "the part asks for yours (torch and torch.distributed only)")
     wire = result.get("wire_bytes")
-    if not error and type(wire) is int and \
-            wire < h.min_wire(result["config"], LABS[result["lab"]]):
+    # a harness without a floor (``min_wire``) has its checks only
+    floor = h.min_wire(result["config"], LABS[result["lab"]]) \
+        if hasattr(h, "min_wire") and type(wire) is int else 0
+    if not error and type(wire) is int and wire < floor:
         error = (f"your ranks sent {wire} bytes in all, fewer than the "
-                 f"{h.min_wire(result['config'], LABS[result['lab']])} "
-                 "that the collectives this part needs move at the least: "
-                 "the run's report is not what the ranks did")
+                 f"{floor} that the collectives this part needs move at "
+                 "the least: the run's report is not what the ranks did")
     rows = []
     for name, most, fn in h.CHECKS:
         if error:
@@ -247,6 +265,10 @@ def expect_ran(result: dict) -> None:
     """Raise ``AssertionError`` if the run itself failed (public test: the
     checks are the hidden tests'). Prints nothing: otter's tests are
     doctests, and any output would fail them."""
+    if isinstance(result, dict) and result.get("deferred") is True and \
+            isinstance(result.get("source"), str) and \
+            not result.get("error"):
+        return   # under grading: the grader runs it (``DEFER``)
     if not isinstance(result, dict) or result.get("error") or \
             not result.get("ranks"):
         raise AssertionError((result or {}).get("error") or
@@ -265,6 +287,9 @@ def problem(lab: str) -> list[dict]:
 def show(result: dict):
     """The checks as a table (a DataFrame in a notebook)."""
     import pandas as pd
+    if isinstance(result, dict) and result.get("deferred") is True:
+        print("not run here: the grader runs your code itself")
+        return None
     df = pd.DataFrame(grade(result))
     try:
         from IPython.display import display

@@ -10,7 +10,8 @@
 - ``evaluate.py``: inside a second jail that never runs student code, runs
   the master's own setup and the tests on that plain data;
   ``channel.py``: its result lines, authenticated.
-- ``rerun.py``: a build-it rerun of the student's source, in its own jail.
+- ``rerun.py``: a build-it rerun of the student's source, in its own jail;
+  ``ranks.py``: its ranks, forked from one process that imported torch.
 - ``plain.py``: the plain-data format both sides speak; ``pipe.py``:
   reading a jail's pipe; ``report.py``: grades.csv, the gradebook,
   feedback files, the summary (safe to open).

@@ -274,8 +274,9 @@ def main(job_path: str) -> None:
             except BaseException as e:  # noqa: BLE001
                 reads = names_read([{"suites": [{"cases": [case]}],
                                      "points": 1}])
+                # the student's own answers only, never a test's locals
                 mine = {n: ns[n] for n in reads
-                        if n in ns and n not in own}
+                        if n in ns and n in values and n not in own}
                 msg = reason(e, kind, k, q, unreadable, mine)
             reasons.append(msg[:200])
         most = float(test["points"])

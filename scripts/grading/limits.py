@@ -55,12 +55,15 @@ def _own(controller: str) -> str:
     return "/"
 
 
+def v2_limits() -> dict:
+    return {"memory.max": MEMORY, "pids.max": PIDS,
+            "cpu.max": f"{CPUS * 100000} 100000"}
+
+
 def _layout() -> list[tuple[Path, Path, dict]]:
     """(parent folder, fallback root, limit files) per controller."""
     if (CGROUP / "cgroup.controllers").exists():                 # v2
-        return [(CGROUP / _own("").lstrip("/"), CGROUP,
-                 {"memory.max": MEMORY, "pids.max": PIDS,
-                  "cpu.max": f"{CPUS * 100000} 100000"})]
+        return [(CGROUP / _own("").lstrip("/"), CGROUP, v2_limits())]
     out = []
     for ctrl, limits in (
             ("memory", {"memory.limit_in_bytes": MEMORY}),
@@ -73,11 +76,30 @@ def _layout() -> list[tuple[Path, Path, dict]]:
     return out
 
 
+def _enable(parent: Path, limits: dict) -> None:
+    """v2: a child has ``memory.max`` (``pids.max``, ``cpu.max``) only when
+    its parent hands it the controller (``cgroup.subtree_control``); a
+    parent that holds processes itself cannot (the no-internal-process
+    rule): the write fails and ``Box.open`` tries the root instead."""
+    want = {f.partition(".")[0] for f in limits}
+    if not (parent / "cgroup.subtree_control").exists() or not want:
+        return
+    have = set((parent / "cgroup.subtree_control").read_text().split())
+    if want - have:
+        (parent / "cgroup.subtree_control").write_text(
+            " ".join(f"+{c}" for c in sorted(want - have)))
+
+
 def _make(parent: Path, name: str, limits: dict) -> Path:
+    _enable(parent, limits)
     d = parent / name
     d.mkdir()
-    for f, v in limits.items():
-        (d / f).write_text(str(v))
+    try:
+        for f, v in limits.items():
+            (d / f).write_text(str(v))
+    except OSError:       # a limit that cannot be set: no box, not a
+        d.rmdir()         # box without it
+        raise
     return d
 
 

@@ -3,12 +3,13 @@
     python -m grading.rerun            (started by scripts/grade.py)
 
 Reads one JSON line ``{"lab": ..., "source": ...}``, runs the source as
-part ``lab`` on the harness's ``HIDDEN`` configuration
-(``labkit.buildit.run``, gloo ranks) and writes the ranks' plain data as
-one JSON line. This process is PID 1 of its jail and not dumpable (set
-before any rank starts), so no rank can open its pipe; what the ranks
-report is still the student's own data: the evaluator, outside, checks it
-against references it computes itself. One number is this process's own:
+part ``lab`` on the harness's ``HIDDEN`` configuration (the rank side of
+``labkit.buildit.run`` on gloo ranks, forked from here: ``ranks.py``) and
+writes the ranks' plain data as one JSON line. This process is PID 1 of
+its jail and not dumpable (set before any rank starts), and each rank
+closes the files it inherits, so no rank can write on its pipe; what the
+ranks report is still the student's own data: the evaluator, outside,
+checks it against references it computes itself. One number is this process's own:
 ``wire_bytes``, what the ranks sent over the jail's loopback during the
 run (``/proc/net/dev``; the jail has its own network namespace), which a
 rank can raise but not lower: a report of collectives that never ran
@@ -20,6 +21,7 @@ import ctypes
 import json
 import os
 import sys
+from pathlib import Path
 
 
 def loopback_sent() -> int:
@@ -40,10 +42,12 @@ def main() -> None:
     try:
         req = json.loads(sys.stdin.readline())
         from labkit import buildit
+        from grading.ranks import fork_ranks
         lab, source = str(req["lab"]), str(req["source"])
+        h = buildit.harness(lab)
         before = loopback_sent()
-        value = buildit.run(lab, sources={"student": source},
-                            config=buildit.harness(lab).HIDDEN)["student"]
+        value = fork_ranks(lab, source, h.HIDDEN, buildit.LABS[lab],
+                           Path("ranks"), buildit.TIMEOUT_S)
         value["wire_bytes"] = loopback_sent() - before
         out = {"value": value}
     except Exception as e:  # noqa: BLE001 - a reason, not a crash

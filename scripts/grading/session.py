@@ -133,9 +133,13 @@ class _Submission:
 
     def start(self, module: str, arg: list, work: Path, trusted: bool,
               what: str):
+        # the student's build-it runs are deferred: the grader reruns
+        # the source in a jail of its own (labkit.buildit.DEFER)
+        env = self.g.env if trusted else dict(self.g.env,
+                                              LABKIT_BUILDIT_DEFER="1")
         p = self.g.jail.start([self.g.python, "-m", module, *arg],
                               work=work, course=self.g.course,
-                              env=self.g.env, box=self.box, trusted=trusted,
+                              env=env, box=self.box, trusted=trusted,
                               what=what)
         self.procs.append(p)
         return p

@@ -1,0 +1,116 @@
+"""A build-it rerun's ranks, forked from a process that imported torch once.
+
+    ranks = fork_ranks("zero", source, config, world_size=2,
+                       work=Path("ranks"), timeout=90.0)
+
+``labkit.buildit.run`` starts ranks with torchrun: an agent and N fresh
+interpreters, each importing torch (about 1.7 s of CPU apiece, most of a
+small part's rerun). A grader reruns every build-it submission, so here
+the rerun's own process (``rerun.py``) imports torch and the rank side
+(``labkit.runs.buildit``) once and forks the N ranks: the same rank code,
+real processes joined by a real gloo group (``env://`` on the jail's
+loopback), without the N imports. torch is fork-safe while the parent has
+run no op (no thread pool yet): the parent only imports.
+
+Each child first closes every file it inherited but stdout and stderr
+(which it points at its own log): stdin and the parent's pipe to the
+grader among them, so no rank can write a line the grader would read as
+the rerun's result; it is not dumpable (inherited), and the jail's
+seccomp filter forbids ptrace.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+import time
+import traceback
+from pathlib import Path
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _child(rank: int, world: int, port: int, argv: list[str],
+           run_dir: Path) -> None:
+    # everything inherited goes, the parent's channel to the grader first
+    os.closerange(0, 1)
+    os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+    log = os.open(str(run_dir / f"rank-{rank}.log"),
+                  os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank),
+                      WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
+                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                      LABKIT_BACKEND="gloo", LABKIT_RUN_DIR=str(run_dir),
+                      OMP_NUM_THREADS="1")
+    code = 1
+    try:
+        from labkit.runs import buildit as rank_side
+        sys.argv = ["labkit.runs.buildit", *argv]
+        rank_side.main()
+        code = 0
+    except BaseException:  # noqa: BLE001 - its log says why
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        os._exit(code)
+
+
+def fork_ranks(lab: str, source: str, config: dict, world_size: int,
+               work: Path, timeout: float) -> dict:
+    """The result ``labkit.buildit.run(lab, sources={"student": source},
+    config=config)`` gives, from forked ranks."""
+    import torch  # noqa: F401 - imported once, here, for every rank
+    import torch.distributed  # noqa: F401
+    from labkit import buildit
+    import labkit.runs.buildit  # noqa: F401
+    h = buildit.harness(lab)
+    cfg = {**h.CONFIG, **(config or {})}
+    work.mkdir(parents=True, exist_ok=True)
+    code = work / "student.py"
+    code.write_text(source)
+    run_dir = work / "run"
+    run_dir.mkdir(exist_ok=True)
+    argv = ["--lab", lab, "--config", json.dumps(cfg), "--code", str(code)]
+    port = _free_port()
+    pids = {}
+    for r in range(world_size):
+        pid = os.fork()
+        if pid == 0:
+            _child(r, world_size, port, argv, run_dir)
+        pids[pid] = r
+    ends, deadline = {}, time.monotonic() + timeout
+    while len(ends) < len(pids) and time.monotonic() < deadline:
+        pid, status = os.waitpid(-1, os.WNOHANG)
+        if pid in pids:
+            ends[pids[pid]] = status
+        elif pid == 0:
+            time.sleep(0.05)
+    hung = [r for p, r in pids.items() if r not in ends]
+    for p, r in pids.items():
+        if r in hung:
+            os.kill(p, signal.SIGKILL)
+            os.waitpid(p, 0)
+    saved = [json.loads(f.read_text())
+             for f in sorted(run_dir.glob("rank-*.json"))]
+    if hung or len(saved) < world_size:
+        why = (f"rank {hung[0]} hung (killed after {timeout:.0f} s)" if hung
+               else "a rank ended without its result ("
+               + ", ".join(f"rank {r}: {_status(s)}"
+                           for r, s in sorted(ends.items()) if s) + ")")
+        err = "your code crashed or hung a rank: " + why
+        saved += [{"results": {"student": {"error": err}}}]
+    return buildit.collect(lab, cfg, {"student": source}, saved)["student"]
+
+
+def _status(s: int) -> str:
+    if os.WIFSIGNALED(s):
+        return signal.Signals(os.WTERMSIG(s)).name
+    return f"exit {os.WEXITSTATUS(s)}"

@@ -1,0 +1,53 @@
+"""scripts/grading/ranks.py: a build-it rerun's ranks, forked from one
+process that imported torch: the same result as ``buildit.run`` for the
+answer key, a crash and a hang as reasons, and no rank can write on the
+channel its parent keeps to the grader."""
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+from grading.ranks import fork_ranks  # noqa: E402
+from labkit import buildit  # noqa: E402
+
+pytestmark = pytest.mark.distributed
+HIDDEN = buildit.harness("zero").HIDDEN
+
+
+def key_source() -> str:
+    nb = json.loads((ROOT / "labs" / "assignments" / "04_zero.ipynb")
+                    .read_text())
+    return next("".join(c["source"]) for c in nb["cells"]
+                if "class ShardedAdam" in "".join(c["source"]))
+
+
+def test_the_key_scores_full_marks_on_forked_ranks(tmp_path):
+    got = fork_ranks("zero", key_source(), HIDDEN, 2, tmp_path, 120)
+    assert got["error"] is None, got["error"]
+    assert len(got["ranks"]) == 2
+    assert buildit.score(got)[0] == buildit.score(got)[1] > 0
+
+
+@pytest.mark.parametrize("source, why", [
+    ("import os\nos._exit(5)\n", "rank 0: exit 5"),
+    ("import time\ntime.sleep(600)\n", "hung (killed after 4 s)")])
+def test_a_crash_or_a_hang_is_a_reason(tmp_path, source, why):
+    got = fork_ranks("zero", source, HIDDEN, 2, tmp_path, 4)
+    assert why in got["error"], got["error"]
+    assert buildit.score(got)[0] == 0
+
+
+def test_no_rank_writes_on_the_parents_channel(tmp_path):
+    r, w = os.pipe()
+    forge = (f"import os\nfor fd in range(3, 64):\n    try:\n"
+             f"        os.write(fd, b'forged\\n')\n    except OSError:\n"
+             f"        pass\n")
+    got = fork_ranks("zero", forge, HIDDEN, 2, tmp_path, 30)
+    os.close(w)
+    assert os.read(r, 100) == b""
+    os.close(r)
+    assert got["error"]   # and it is no ShardedAdam
