@@ -234,6 +234,26 @@ def bench_grade_class(n: int = 12) -> list[dict]:
                     ", ".join(lost)[:200] or g.stderr[-200:])))]
 
 
+LOAD_TESTS = ["tests/test_grade_measurement.py"]
+
+
+def bench_load_tests() -> list[dict]:
+    """The tests that need the machine to themselves (two CPU burners
+    beside ten gradings): skipped by make test, run here."""
+    rows = []
+    for t in LOAD_TESTS:
+        t0 = time.perf_counter()
+        r = subprocess.run([sys.executable, "-m", "pytest", t, "-q",
+                            "-p", "no:randomly"], cwd=ROOT,
+                           env=dict(os.environ, LABKIT_LOAD_TESTS="1"),
+                           capture_output=True, text=True)
+        seconds = time.perf_counter() - t0
+        last = (r.stdout.strip().splitlines() or ["no output"])[-1]
+        rows.append(row(f"load test {Path(t).stem}", 2400, seconds,
+                        "ok" if r.returncode == 0 else "FAILED", last[:200]))
+    return rows
+
+
 def bench_make_test() -> list[dict]:
     tmp = Path(tempfile.mkdtemp(prefix="labkit-bench-"))
     try:
@@ -284,6 +304,7 @@ def main(argv=None) -> int:
     if not (a.no_labs or a.only or a.no_assignments or a.grade_class):
         rows += bench_assignments()
         rows += bench_grade_class()
+        rows += bench_load_tests()
     if a.make_test:
         rows += bench_make_test()
     print(f"\n{'what':40s} {'budget s':>9s} {'measured s':>11s} "

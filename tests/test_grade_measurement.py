@@ -34,7 +34,13 @@ GUESSES = {   # what a student types in without running anything
                  "    return 30\n")}
 
 # twelve lab-7 gradings (two launches each) beside two burners: long
+# It is a load test (about 10 minutes of 2 cores by itself, and its
+# burners would slow every test beside it): `make benchmark` runs it
+# (scripts/benchmark.py, "load tests"), make test does not.
+LOAD = os.environ.get("LABKIT_LOAD_TESTS") == "1"
 pytestmark = [pytest.mark.distributed, pytest.mark.timeout(2400),
+              pytest.mark.skipif(not LOAD, reason="a load test: run by "
+                                 "`make benchmark` (or LABKIT_LOAD_TESTS=1)"),
               pytest.mark.skipif(jail.choose() is None, reason="no "
                                  "sandbox (apt-get install bubblewrap)")]
 
