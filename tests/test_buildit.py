@@ -116,6 +116,19 @@ def test_source_of_reads_the_defining_cell(tmp_path):
         buildit.source_of(42)
 
 
+def test_source_of_an_autograd_function(tmp_path):
+    """An autograd.Function and its generated backward class point at each
+    other: the source is still read once, not recursed into forever."""
+    f = tmp_path / "cell.py"
+    f.write_text("import torch\n\nclass Ring(torch.autograd.Function):\n"
+                 "    @staticmethod\n    def forward(ctx, x):\n"
+                 "        return x\n\n    @staticmethod\n"
+                 "    def backward(ctx, g):\n        return g\n")
+    scope = {}
+    exec(compile(f.read_text(), str(f), "exec"), scope)
+    assert buildit.source_of(scope["Ring"]) == f.read_text()
+
+
 def test_a_crash_is_a_result_with_its_reason():
     r = {"lab": "zero", "config": {}, "error": "NameError: x", "ranks": []}
     rows = buildit.grade(r)

@@ -73,15 +73,22 @@ def harness(lab: str):
     return importlib.import_module(f"labkit.buildit.{lab}")
 
 
-def _code_objects(obj):
+def _code_objects(obj, seen=None):
+    """The code objects of a function, or of a class's methods and nested
+    classes (each class once: an ``autograd.Function`` and its generated
+    ``_backward_cls`` point at each other)."""
     code = getattr(obj, "__code__", None)
     if code is not None:
         return [code]
+    seen = set() if seen is None else seen
+    if id(obj) in seen:
+        return []
+    seen.add(id(obj))
     out = []
     for v in vars(obj).values() if isinstance(obj, type) else ():
         v = getattr(v, "__func__", v)
         if isinstance(v, type):
-            out += _code_objects(v)
+            out += _code_objects(v, seen)
         elif getattr(v, "__code__", None) is not None:
             out.append(v.__code__)
     return out
