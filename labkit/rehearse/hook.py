@@ -20,7 +20,8 @@ the :class:`LaunchError` a real launch raises:
 - a rank's error, a device rule or an NCCL rule broken raise with the
   rule's line;
 - a launch that cannot run here (another interpreter, more GPUs than the
-  node has) raises :class:`NotRehearsed` with the reason.
+  node has, an operator fake tensors cannot run: :data:`FAKE_LIMITS`)
+  raises :class:`NotRehearsed` with the reason.
 
 Ranks: rank 0 and the last rank are rehearsed (the collectives of the
 fake process group need no peer, and SPMD ranks differ by their role,
@@ -44,6 +45,17 @@ ENV, LOG = "LABKIT_REHEARSE", "LABKIT_REHEARSE_LOG"
 # flag -> the most a rehearsal runs (timings: none; training: two steps)
 CUTS = {"--steps": 2, "--time-steps": 0, "--timing-steps": 0,
         "--warmup": 0, "--iters": 1, "--repeats": 1, "--sweep-steps": 1}
+
+
+# a rank's error that says what fake tensors cannot do, not a rule broken
+FAKE_LIMITS = ("DynamicOutputShapeException", "DataDependentOutputException",
+               "UnsupportedOperatorException", "data is not allocated",
+               "Cannot access data pointer", "Cannot copy out of meta",
+               "cannot be converted to a Python", "NotImplementedError")
+
+
+def fake_limit(problem: str) -> bool:
+    return any(k in problem for k in FAKE_LIMITS)
 
 
 class NotRehearsed(LaunchError):
@@ -111,12 +123,19 @@ def launch(module: str, nproc: int, args=(), *, python=None, nnodes=1,
     res = rehearse_ranks(module, nproc, argv, node, where=f"launch {what}")
     row.update({k: res[k] for k in ("ranks", "problems", "oom")})
     row["seconds"] = round(time.perf_counter() - t0, 1)
+    limits = [p for p in res["problems"] if fake_limit(p)]
+    limited = bool(limits) and len(limits) == len(res["problems"])
+    if limited:   # what fake tensors cannot do: listed, not a failure
+        row["not_rehearsed"] = f"fake tensors cannot run it: {limits[0]}"
+        row["problems"] = []
     _event(row)
     if res["oom"]:
         raise LaunchError(f"{what}: rank {res['oom']['rank']}: "
                           "torch.OutOfMemoryError: CUDA out of memory "
                           f"(rehearsed): peak {res['oom']['peak'] / 1e9:.1f}"
                           f" GB > {node.memory / 1e9:.1f} GB on {node.gpu}")
+    if limited:
+        raise NotRehearsed(f"{what}: not rehearsed: {row['not_rehearsed']}")
     if res["problems"]:
         raise LaunchError(res["problems"][0])
     records = _records(res["records"])

@@ -37,7 +37,7 @@ from labkit.rehearse.hook import ENV, LOG
 LABS = Path(__file__).resolve().parents[2] / "labs"
 CELL_TIMEOUT_S = 600
 # what a rehearsed rank raises for a broken rule (hook.py, run.py)
-RULES = ("device rule", "nccl rule", "(rehearsed)", "error: ",
+RULES = ("device rule", "nccl rule", "(rehearsed)",
          "Expected all tensors to be on the same device",
          "Tensors must be CUDA")
 CODE_ERRORS = ("NameError", "SyntaxError", "ImportError",
@@ -61,8 +61,8 @@ def _status(cell: dict, error, events: list, earlier: list) -> tuple:
     skipped = [e["not_rehearsed"] for e in events if "not_rehearsed" in e]
     if skipped:
         return "not rehearsed", f"launch not rehearsed: {skipped[0]}"
-    if any(r in (evalue or "") for r in RULES) or any(
-            e["problems"] for e in events):
+    if ename == "LaunchError" or any(r in (evalue or "") for r in RULES) \
+            or any(e["problems"] for e in events):
         return "failure", line
     if earlier:   # a cell before stopped: what it defines is missing
         return "not rehearsed", (f"after cell {earlier[-1]}, which did not "
