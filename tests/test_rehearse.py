@@ -315,3 +315,29 @@ def test_mutation_notebook_cell_bug(tmp_path):
                      "lab context_parallel", f"cell {cell}", "rank 0",
                      "exit status 2", "heads-dim")
     assert "LaunchError" in line
+
+
+def test_cell_status_rules():
+    """How an executed cell is classed (labkit.rehearse.notebooks)."""
+    from labkit.rehearse.notebooks import _status
+    ok = {"problems": []}
+    assert _status({}, None, [], []) == ("ran", "")
+    st, why = _status({}, ("LaunchError", "x, rank 0: device rule: ..."),
+                      [ok], [])
+    assert st == "failure" and "device rule" in why
+    st, why = _status({}, ("NotRehearsed", "..."),
+                      [{"not_rehearsed": "needs >= 8 GPUs", **ok}], [])
+    assert st == "not rehearsed" and "needs >= 8 GPUs" in why
+    assert _status({}, ("AssertionError", ""), [], [])[0] == "not rehearsed"
+    assert _status({}, ("NameError", "name 'x'"), [], [])[0] == "failure"
+    st, why = _status({}, ("NameError", "name 'x'"), [], [4])
+    assert st == "not rehearsed" and "after cell 4" in why
+
+
+def test_loops_are_cut_and_said():
+    from labkit.rehearse.hook import cut
+    argv, notes = cut(["--steps", "20", "--time-steps", "5", "--bf16",
+                       "--steps-x", "3"])
+    assert argv == ["--steps", "2", "--time-steps", "0", "--bf16",
+                    "--steps-x", "3"]
+    assert notes == ["--steps 20 -> 2", "--time-steps 5 -> 0"]

@@ -13,14 +13,17 @@ error, so that every cell is seen, and each cell gets one status:
 
 - ``ran``: executed; its launches (module, world size, peak per GPU) are
   listed with it;
-- ``failure``: a rule was broken -- a device or NCCL rule, a CUDA OOM the
-  cell did not expect, a rank's error -- or the cell's own code is wrong
-  (a name, an attribute, an import or a syntax error that no earlier
-  listed cell explains): one line naming the lab, the cell and the rule;
-- ``not rehearsed``: the cell stopped on what fake ranks cannot give
-  (a launch in another interpreter; a measured value, NaN here, that the
-  cell checks or plots; a name an earlier not-rehearsed cell would have
-  defined): listed with its reason, never skipped in silence.
+- ``failure``: a launch raised (a device or NCCL rule, a CUDA OOM the
+  cell did not catch, a rank's error or exit status), or the cell's own
+  code is wrong (a name, an attribute, an import or a syntax error with
+  every cell before it complete): one line naming the lab, the cell and
+  the rule;
+- ``not rehearsed``: the cell stopped on what fake ranks cannot give (a
+  launch in another interpreter or on more GPUs than the node has, an
+  operator fake tensors cannot run; a measured value, NaN here, that the
+  cell checks or plots; a CUDA-only call such as ``nvidia-smi``), or on
+  what a cell before it that did not complete would have defined: listed
+  with its reason, never skipped in silence.
 
 The executed notebook is not kept: what a reader sees comes from real runs.
 """

@@ -68,7 +68,9 @@ class Rank:
                 # main(argv), or main() reading sys.argv, as under torchrun
                 fn(argv) if inspect.signature(fn).parameters else fn()
         except SystemExit as e:   # argparse's p.error(): the rank exits 2
-            if e.code not in (0, None):
+            if isinstance(e.code, str):        # sys.exit("why")
+                self.error = f"exit status 1: {e.code.splitlines()[0]}"
+            elif e.code not in (0, None):
                 said = [x for x in err.getvalue().splitlines() if x.strip()]
                 self.error = f"exit status {e.code}" + (
                     f": {said[-1]}" if said else "")
@@ -123,6 +125,11 @@ def rehearsed_rank(world_size: int, rank: int):
                     "backend": ctx.backend, **record}
     saved = [(dist, n, getattr(dist, n)) for n in ("init", "save", "close",
                                                    "sync")]
+    import os
+    # what torchrun gives every rank in its environment
+    env = {"RANK": rank, "WORLD_SIZE": world_size, "LOCAL_RANK": rank % 8,
+           "LOCAL_WORLD_SIZE": min(world_size, 8), "GROUP_RANK": rank // 8}
+    saved_env = {k: os.environ.get(k) for k in env}
     saved.append((torch.Tensor, "item", item))
     import torch.distributed.fsdp._fully_shard._fully_shard as fsdp2
     saved += [(fsdp2, n, getattr(fsdp2, n)) for n in
@@ -173,6 +180,7 @@ def rehearsed_rank(world_size: int, rank: int):
             dist.close = lambda: None
             dist.sync = lambda ctx: None
             torch.Tensor.item = fake_item
+            os.environ.update({k: str(v) for k, v in env.items()})
             # the device module of ``meta`` (streams, events: FSDP2 asks
             # torch.<device type>): the CPU's, whose streams do nothing
             torch.meta = torch.cpu
@@ -186,6 +194,11 @@ def rehearsed_rank(world_size: int, rank: int):
                 else device_from_mesh(mesh))
             yield r
         finally:
+            for k, v in saved_env.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
             del torch.meta
             for obj, name, value in saved:
                 setattr(obj, name, value)
