@@ -51,8 +51,16 @@ def deterministic() -> None:
     (``CUBLAS_WORKSPACE_CONFIG``, read when its first handle is made), and
     SDPA on its math backend only (plain matmuls and softmax). Slower; only
     lab 8's resume check asks for it. Harmless on CPU.
+
+    And NCCL without NVLS (``NCCL_ALGO=^NVLS``, unless ``NCCL_ALGO`` is
+    set): on NVSwitch nodes (H100/H200 HGX) NCCL picks NVLS, whose
+    reduction in the switch is "not deterministic between different
+    calls" (NCCL's maintainers, NVIDIA/nccl#1497); ring and tree are
+    deterministic for a fixed world size. Set before the process group
+    makes its communicators (:func:`init` calls this first).
     """
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    os.environ.setdefault("NCCL_ALGO", "^NVLS")
     torch.use_deterministic_algorithms(True)
     for kind in ("flash", "mem_efficient", "cudnn"):
         switch = getattr(torch.backends.cuda, f"enable_{kind}_sdp", None)

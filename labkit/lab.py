@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import platform
 from pathlib import Path
 
@@ -34,10 +35,13 @@ def ratio(measured, predicted):
 
 def describe_device(backend: str = "gloo") -> str:
     """``cpu (N cores)`` or the CUDA device name, for the records."""
+    if os.environ.get("LABKIT_REHEARSE"):   # fake ranks (labkit.rehearse)
+        from labkit.rehearse.node import describe
+        return f"cuda: {describe(os.environ['LABKIT_REHEARSE']).gpu} " \
+            "(rehearsed)"
     if backend == "nccl":
         import torch
         return f"cuda: {torch.cuda.get_device_name(0)}"
-    import os
     return f"cpu: {platform.processor() or platform.machine()}, {os.cpu_count()} cores"
 
 

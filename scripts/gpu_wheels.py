@@ -12,10 +12,11 @@ its CUDA libraries and what such a machine already carries (:data:`ON_GPU`,
 the package list of the workplace's CUDA image). Binary wheels come from
 PyPI for CPython 3.12 on manylinux x86-64 (``pip download --only-binary``);
 a package published only as source (DeepSpeed) is built into a wheel here
-(``pip wheel --no-deps``, no ops compiled) -- by this machine's Python, so
-the wheel must come out pure (``py3-none-any``, as DeepSpeed's does) or
-for CPython 3.12; one built for another Python is removed and named, in
-one line (:func:`fits_312`). Wheels of versions no longer needed (an
+(``pip wheel --no-deps``, no ops compiled) -- by this machine's Python,
+which is right when the wheel comes out pure (``py3-none-any``, as
+DeepSpeed's does); a compiled one for this Python is removed and the
+package built again by a CPython 3.12 if there is one, else refused in one
+line (:func:`build_from_source`, :func:`fits_312`). Wheels of versions no longer needed (an
 earlier run's, a package dropped since) are removed first
 (:func:`prune`): the folder holds exactly one wheel per package.
 ``scripts/gpu_check.py`` installs the folder with ``pip install
@@ -111,6 +112,73 @@ def prune(pkgs: dict[str, str], out: Path = OUT) -> list[str]:
     return gone
 
 
+def python_312(candidates=("python3.12",)) -> str | None:
+    """A CPython 3.12 here (``GPU_WHEELS_PYTHON``, else ``python3.12`` on
+    PATH) to build a compiled wheel for the GPU machine, or None."""
+    import os
+    import shutil
+    for c in ([os.environ["GPU_WHEELS_PYTHON"]] if
+              os.environ.get("GPU_WHEELS_PYTHON") else []) + list(candidates):
+        exe = shutil.which(c) or (c if Path(c).is_file() else None)
+        if not exe:
+            continue
+        r = subprocess.run([exe, "-c", "import sys; print(sys.version_info"
+                            "[:2] == (3, 12) and sys.implementation.name"
+                            " == 'cpython')"], capture_output=True, text=True)
+        if r.returncode == 0 and r.stdout.strip() == "True":
+            return exe
+    return None
+
+
+def _built(name: str, version: str, out: Path) -> list[Path]:
+    return [w for w in out.glob("*.whl")
+            if wheel_name(w)[:2] == (name, version)]
+
+
+def build_from_source(name: str, version: str, out: Path = OUT) -> Path:
+    """Build ``name==version`` into a wheel for the GPU machine's 3.12.
+
+    First with this Python (``--no-build-isolation``: the build needs what
+    ``.venv`` has, e.g. DeepSpeed's ``setup.py`` reads torch), which is
+    right when the wheel comes out pure (``py3-none-any``, DeepSpeed's).
+    A compiled wheel for this Python is removed, and the package is built
+    again by a CPython 3.12 (:func:`python_312`, in pip's isolated build
+    environment); with none here, one line says what to do. Whatever is
+    left in ``out`` for the package is the one wheel that fits 3.12.
+    """
+    import os
+    spec = f"{name}=={version}"
+    env = {**os.environ, "DS_BUILD_OPS": "0"}
+    for w in _built(name, version, out):
+        w.unlink()                  # an earlier build's, whatever it was
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                    "--no-build-isolation", "-w", str(out), spec],
+                   check=True, env=env)
+    bad = [w for w in _built(name, version, out) if not fits_312(w)]
+    for w in bad:
+        w.unlink()
+    if bad:
+        py = python_312()
+        if py is None:
+            raise SystemExit(
+                f"gpu-wheels: {spec} is published only as source and built "
+                f"here for this Python ({bad[0].name}), not for the GPU "
+                "machine's 3.12, and no CPython 3.12 is here to build it "
+                "(put python3.12 on PATH or set GPU_WHEELS_PYTHON)")
+        print(f"{spec}: {bad[0].name} is for this Python; building again "
+              f"with {py} (3.12)")
+        subprocess.run([py, "-m", "pip", "wheel", "-q", "--no-deps", "-w",
+                        str(out), spec], check=True, env=env)
+        bad = [w for w in _built(name, version, out) if not fits_312(w)]
+        for w in bad:
+            w.unlink()
+    good = [w for w in _built(name, version, out) if fits_312(w)]
+    if not good:
+        raise SystemExit(f"gpu-wheels: building {spec} gave no wheel for "
+                         "CPython 3.12 on x86-64 Linux")
+    return good[0]
+
+
 def download(pkgs: dict[str, str], out: Path = OUT) -> None:
     out.mkdir(exist_ok=True)
     for w in prune(pkgs, out):
@@ -127,22 +195,7 @@ def download(pkgs: dict[str, str], out: Path = OUT) -> None:
                             "--implementation", "cp", *plat, "-d", str(out),
                             spec])
         if r.returncode:       # source only: build a wheel here
-            subprocess.run([sys.executable, "-m", "pip", "wheel", "-q",
-                            "--no-deps", "--no-build-isolation", "-w",
-                            str(out), spec], check=True,
-                           env={**__import__("os").environ,
-                                "DS_BUILD_OPS": "0"})
-            built = [w for w in out.glob("*.whl")
-                     if wheel_name(w)[:2] == (name, version)]
-            bad = [w for w in built if not fits_312(w)]
-            for w in bad:
-                w.unlink()
-            if bad:
-                raise SystemExit(
-                    f"gpu-wheels: {spec} is published only as source and "
-                    f"built here for this Python ({bad[0].name}), not for "
-                    "the GPU machine's 3.12: run `make gpu-wheels` with "
-                    "a Python 3.12 .venv (make PYTHON=python3.12)")
+            build_from_source(name, version, out)
     total = sum(f.stat().st_size for f in out.glob("*.whl"))
     print(f"{len(pkgs)} packages, {total / 2**20:.1f} MiB of wheels in {out}"
           " (the device machine carries at most 64 MiB with the tree)")

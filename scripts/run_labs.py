@@ -5,6 +5,7 @@
     python scripts/run_labs.py --profile gpu1                # one GPU
     python scripts/run_labs.py --profile gpu8 --plan --price-per-hour 24
     python scripts/run_labs.py --profile gpu8 --rehearse     # on any CPU
+    python scripts/run_labs.py --profile gpu8 --rehearse --cells all
 
 Parameters come from ``labs/profiles/<profile>.yaml`` (one section per lab,
 keyed by the lab's name without its number). For each lab the executed
@@ -272,6 +273,9 @@ def main(argv=None) -> int:
     ap.add_argument("--node", help="with --rehearse: a recorded nvidia-smi "
                     "description (labkit/rehearse/nodes) or a file; "
                     "default h100x8 (8 x H100 80GB)")
+    ap.add_argument("--cells", action="append", default=[],
+                    help="with --rehearse: execute this lab's notebook, "
+                    "every cell (repeat; 'all': every notebook)")
     a = ap.parse_args(argv)
     if a.price_per_hour is not None and not a.price_per_hour >= 0:
         ap.error(f"--price-per-hour must be >= 0, got {a.price_per_hour:g}")
@@ -289,7 +293,7 @@ def main(argv=None) -> int:
     chosen = a.only or list(labs)
     if a.rehearse:
         from labkit.rehearse.run import from_runner
-        return from_runner(a.profile, a.node, a.only)
+        return from_runner(a.profile, a.node, a.only, a.cells)
     est = plan(a.profile, profile, chosen, a.price_per_hour)
     if a.plan:
         return 0

@@ -47,3 +47,25 @@ def test_backend_follows_the_launcher(monkeypatch):
     import torch
     assert dist.pick_backend() == ("nccl" if torch.cuda.is_available()
                                    else "gloo")
+
+
+NVLS_PROBE = r"""
+import os
+from labkit import dist
+dist.deterministic()
+print(os.environ["NCCL_ALGO"])
+"""
+
+
+def test_deterministic_switch_keeps_nccl_off_nvls():
+    """Issue 28 (lab 8's bit-identical resume): NVLS reduces in the
+    NVSwitch, not deterministically between calls (NVIDIA/nccl#1497);
+    the switch excludes it, and a NCCL_ALGO the user set is kept."""
+    env = {k: v for k, v in os.environ.items() if k != "NCCL_ALGO"}
+    env["PYTHONPATH"] = ROOT
+    for given, want in ((None, "^NVLS"), ("Ring", "Ring")):
+        e = dict(env, **({"NCCL_ALGO": given} if given else {}))
+        r = subprocess.run([sys.executable, "-c", NVLS_PROBE], cwd=ROOT,
+                           capture_output=True, text=True, timeout=120,
+                           env=e)
+        assert r.returncode == 0 and r.stdout.strip() == want, r.stderr

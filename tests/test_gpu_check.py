@@ -295,3 +295,39 @@ def test_a_source_build_for_the_host_python_is_refused(tmp_path,
     with pytest.raises(SystemExit, match="only as source.*3.12"):
         gw.download({"foo": "1.0"}, tmp_path)
     assert list(tmp_path.glob("*.whl")) == []
+
+
+def test_a_compiled_source_build_is_rebuilt_by_python_312(tmp_path,
+                                                         monkeypatch):
+    """Issue 28: the source fallback built for the host Python. A compiled
+    wheel for this Python is removed and the package built again by a
+    CPython 3.12; the folder ends with the one wheel that fits 3.12 (an
+    earlier build's and an older version's are gone)."""
+    gw = _load("gpu_wheels")
+    for n in ("foo-0.9-py3-none-any.whl",                # stale version
+              "foo-1.0-cp311-cp311-linux_x86_64.whl"):   # an earlier build
+        (tmp_path / n).write_bytes(b"")
+    calls = []
+
+    class R:
+        def __init__(self, rc, out=""):
+            self.returncode, self.stdout = rc, out
+
+    def fake_run(cmd, **kw):
+        calls.append(cmd[0])
+        if "download" in cmd:
+            return R(1)                    # no binary wheel on PyPI
+        if "-c" in cmd:                    # the 3.12 probe
+            return R(0, "True")
+        if "wheel" in cmd:
+            tag = "cp312" if cmd[0] == "/opt/py312" else "cp311"
+            (tmp_path / f"foo-1.0-{tag}-{tag}-linux_x86_64.whl"
+             ).write_bytes(b"")
+        return R(0)
+    monkeypatch.setenv("GPU_WHEELS_PYTHON", "/opt/py312")
+    monkeypatch.setattr(gw.subprocess, "run", fake_run)
+    monkeypatch.setattr(gw.Path, "is_file", lambda self: True)
+    gw.download({"foo": "1.0"}, tmp_path)
+    assert sorted(p.name for p in tmp_path.glob("*.whl")) == [
+        "foo-1.0-cp312-cp312-linux_x86_64.whl"]
+    assert calls.count("/opt/py312") == 2      # probed, then built

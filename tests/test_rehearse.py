@@ -34,7 +34,12 @@ def _every_lab(report, name):
         if "listed" in res:
             assert len(res["listed"]) > 20, lab   # a reason, in words
         else:
-            assert res.get("launches") or res.get("cases"), lab
+            assert res.get("launches") or res.get("cases") or \
+                res.get("notebook"), lab
+        for c in res.get("notebook", {}).get("cells", []):
+            assert c["status"] in ("ran", "not rehearsed"), (lab, c)
+            if c["status"] == "not rehearsed":    # listed with a reason
+                assert len(c["reason"]) > 20, (lab, c)
     assert report["failures"] == [], report["failures"]
     assert R.table(report).endswith("=> OK")
 
@@ -75,16 +80,27 @@ def test_gpu8_lab_12_ooms_where_expected_and_accumulation_fits(gpu8):
     assert held["peak"] - plain["peak"] == pytest.approx(extra, rel=0.02)
 
 
-def test_gpu8_lab_11_every_rank_at_real_size(gpu8):
+def _cell_launches(report, lab):
+    return [la for c in report["labs"][lab]["notebook"]["cells"]
+            for la in c["launches"]]
+
+
+def test_gpu8_lab_11_notebook_executed_every_rank_at_real_size(gpu8):
+    """Lab 11's notebook, every cell, through papermill with the gpu8
+    parameters: its launch cell's launches at 2, 4 and 8 ranks, every
+    rank (ring attention sends point to point), at the profile's sizes."""
     p = load_profile("gpu8")["context_parallel"]
-    launches = gpu8["labs"]["context_parallel"]["launches"]
+    nb = gpu8["labs"]["context_parallel"]["notebook"]
+    assert nb["notebook"] == "11_context_parallel.ipynb"
+    assert sum(c["status"] == "ran" for c in nb["cells"]) >= 8
+    launches = _cell_launches(gpu8, "context_parallel")
     # one launch per world size, then section 3b's GQA one at the largest
     assert [la["world_size"] for la in launches] == [
         *p["world_sizes"], max(p["world_sizes"])]
     for la in launches:
         n = la["world_size"]
-        assert len(la["ranks"]) == n and not la["problems"]
-        for r in la["ranks"]:
+        assert la["ranks"] == list(range(n)) and not la["problems"]
+        for r in la["rank_rows"]:
             kv = r["record"]["config"]["kv_heads"] * p["head_dim"]
             for x in r["record"]["results"]:
                 got = added(x["comm_forward"], x["comm_backward"])
@@ -213,3 +229,114 @@ def test_mutation_model_unsharded_on_the_gpu_ooms(monkeypatch):
     rows = R.rehearse_cases("fit", Plan(cases=case), describe(), 1)
     _one_line(rows[0]["problems"], "lab fit", "accumulation", "every rank",
               "device memory", "CUDA out of memory")
+
+
+# -- a notebook's launch() under rehearsal (labkit.rehearse.hook) -----------
+TINY = {"layers": 1, "hidden": 32, "heads": 2, "vocab": 64, "seq": 16}
+
+
+def test_launch_under_rehearsal_returns_records_not_values(monkeypatch):
+    """``launch()`` with LABKIT_REHEARSE set: the run module's ranks on
+    fake tensors, records as a real launch returns them (through JSON),
+    the values fake tensors cannot give NaN. An SPMD module: rank 0 and
+    the last rank rehearsed, the others stand in (``rehearsed_as``)."""
+    import math
+    from labkit.launch import launch
+    monkeypatch.setenv("LABKIT_REHEARSE", "h100x8")
+    ranks = launch("labkit.runs.memory", 4, {
+        "strategies": "ddp,fsdp2_full", "steps": 2, "batch": 4,
+        "bf16": True, **TINY}, require_gpu=True)
+    assert [r["rank"] for r in ranks] == [0, 1, 2, 3]
+    assert [r.get("rehearsed_as") for r in ranks] == [None, 3, 3, None]
+    assert ranks[0]["backend"] == "nccl" and ranks[0]["device"] == "cpu"
+    run = ranks[0]["runs"][0]
+    assert all(math.isnan(x) for x in run["losses"])      # not invented
+    assert run["states"]["total"] > 0                     # bytes are real
+
+
+def test_launch_under_rehearsal_ooms_where_cuda_would(monkeypatch):
+    """A rank whose peak exceeds the node's GPU raises the LaunchError a
+    real OOM gives (a cell expecting one catches it); more ranks than
+    GPUs, or another interpreter, are not rehearsed, with the reason."""
+    from labkit.launch import LaunchError, launch
+    from labkit.rehearse.hook import NotRehearsed
+    monkeypatch.setenv("LABKIT_REHEARSE", "t4")
+    big = {**TINY, "layers": 2, "hidden": 4096, "heads": 32,
+           "vocab": 128000, "seq": 4096}
+    with pytest.raises(LaunchError, match="CUDA out of memory .rehearsed"):
+        launch("labkit.runs.memory", 1, {"strategies": "ddp", "steps": 1,
+                                         "batch": 8, **big})
+    with pytest.raises(NotRehearsed, match="needs >= 2 GPUs"):
+        launch("labkit.runs.memory", 2, {"strategies": "ddp", **TINY})
+
+
+def test_meta_autocast_casts_as_cuda_does():
+    """torch.autocast("meta") on a rehearsed rank: matmuls in bf16,
+    softmax in fp32, and backward saves the bf16 copies (the casts are
+    recorded above autograd, as autocast's are)."""
+    import torch
+    from labkit.rehearse.autocast import patched_autocast
+    w = torch.randn(8, 8, device="meta", requires_grad=True)
+    x = torch.randn(4, 8, device="meta")
+    with patched_autocast(), torch.autocast("meta", dtype=torch.bfloat16):
+        y = torch.nn.functional.linear(x, w)
+        z = torch.softmax(y, -1)
+    assert y.dtype == torch.bfloat16 and z.dtype == torch.float32
+    assert y.grad_fn.name().startswith("Mm") or "Addmm" in \
+        y.grad_fn.name() or y.grad_fn.next_functions
+    assert torch.autocast is not None and torch.autocast.__name__ in (
+        "autocast",)
+
+
+def test_mutation_notebook_cell_bug(tmp_path):
+    """A bug in a notebook's own cell: lab 11's launch cell with a flag
+    misspelled (``head-dim`` as ``heads_dim``). Every rank exits 2 at its
+    argument parser, as under torchrun; the rehearsal names the lab, the
+    cell and the rank. (Lab 11's notebook at small sizes: the cell's code
+    is what is under test.)"""
+    import json
+    from labkit.rehearse.notebooks import (failures, notebook,
+                                           rehearse_notebook)
+    nb = json.loads(notebook("context_parallel").read_text())
+    cell = next(i for i, c in enumerate(nb["cells"])
+                if 'launch("labkit.runs.context_parallel"' in
+                "".join(c["source"]))
+    src = "".join(nb["cells"][cell]["source"])
+    nb["cells"][cell]["source"] = src.replace('"head_dim": head_dim',
+                                              '"heads_dim": head_dim')
+    bad = tmp_path / "11_context_parallel.ipynb"
+    bad.write_text(json.dumps(nb))
+    params = {**load_profile("gpu8")["context_parallel"], **SMALL_CP,
+              "world_sizes": [2]}
+    res = rehearse_notebook("context_parallel", params, "gpu8", describe(),
+                            nb_path=bad)
+    line = _one_line(failures("context_parallel", res),
+                     "lab context_parallel", f"cell {cell}", "rank 0",
+                     "exit status 2", "heads-dim")
+    assert "LaunchError" in line
+
+
+def test_cell_status_rules():
+    """How an executed cell is classed (labkit.rehearse.notebooks)."""
+    from labkit.rehearse.notebooks import _status
+    ok = {"problems": []}
+    assert _status({}, None, [], []) == ("ran", "")
+    st, why = _status({}, ("LaunchError", "x, rank 0: device rule: ..."),
+                      [ok], [])
+    assert st == "failure" and "device rule" in why
+    st, why = _status({}, ("NotRehearsed", "..."),
+                      [{"not_rehearsed": "needs >= 8 GPUs", **ok}], [])
+    assert st == "not rehearsed" and "needs >= 8 GPUs" in why
+    assert _status({}, ("AssertionError", ""), [], [])[0] == "not rehearsed"
+    assert _status({}, ("NameError", "name 'x'"), [], [])[0] == "failure"
+    st, why = _status({}, ("NameError", "name 'x'"), [], [4])
+    assert st == "not rehearsed" and "after cell 4" in why
+
+
+def test_loops_are_cut_and_said():
+    from labkit.rehearse.hook import cut
+    argv, notes = cut(["--steps", "20", "--time-steps", "5", "--bf16",
+                       "--steps-x", "3"])
+    assert argv == ["--steps", "2", "--time-steps", "0", "--bf16",
+                    "--steps-x", "3"]
+    assert notes == ["--steps 20 -> 2", "--time-steps 5 -> 0"]

@@ -43,9 +43,9 @@ What a dry run is not: the fake ranks' device is the CPU (PyTorch's CPU
 build refuses CUDA device guards), so CUDA-only arguments
 (``device_ids``, FSDP1's ``device_id``) are not exercised; the optimizer
 is the fused Adam the node uses where the model is on the GPU before the
-optimizer is built (``wrap`` moves it: every dry-run case) -- not lab 4's
-DeepSpeed runs, which build Adam on the CPU model (``runs/zero.py``, not
-dry-run) and so get the per-parameter loop on a node too; autocast is CPU autocast (the same bf16
+optimizer is built (``wrap`` moves it: every dry-run case; lab 4's
+DeepSpeed runs, not dry-run, move it too: ``runs.zero.engine_model``,
+except where the optimizer is offloaded); autocast is CPU autocast (the same bf16
 casts of matmuls). The CUDA context, cuBLAS/NCCL workspaces and allocator
 fragmentation are not counted: the margin should leave room for them.
 """

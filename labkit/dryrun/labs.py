@@ -105,7 +105,11 @@ cannot("collectives", "no model and no training step: the lab's memory is "
 cannot("colossalai", "lab 9's ranks run in the second environment "
        ".venv-colossalai (torch 2.5.1 and Colossal-AI); the dry run runs in "
        "the course's .venv (torch 2.13), where Colossal-AI is not "
-       "installed (its plugins under fake tensors: not tried)")
+       "installed (its plugins under fake tensors: not tried). On the "
+       "node, the gpu cell's GeminiPlugin takes HybridAdam, which "
+       "JIT-builds Colossal-AI's fused CUDA Adam on first use (0.5.0 "
+       "ships no prebuilt kernels in colossalai._C): it needs nvcc of "
+       "torch 2.5.1's CUDA major (12) at CUDA_HOME, and minutes")
 
 
 @lab("tensor_parallel")

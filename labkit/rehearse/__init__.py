@@ -4,11 +4,23 @@
     python -m labkit.rehearse --profile gpu1 --node t4 --json
 
 Files: ``node.py`` (the described node), ``world.py`` (one fake rank
-whose GPU is ``meta``), ``nccl.py`` (CUDA's and NCCL's rules),
-``labs.py`` (what each lab rehearses), ``run.py`` (the report and the
-command). What it is not: no value is measured (losses, differences,
-timings are "not rehearsed"), the notebooks' cells are not executed
-(their launches are), and the dry run's cases keep the CPU as their
-device (:mod:`labkit.dryrun`), so the device rule is checked where the
-run module takes its device from ``dist.init()`` on ``meta`` (lab 11).
+whose GPU is ``meta``), ``autocast.py`` (CUDA's autocast on ``meta``),
+``nccl.py`` (CUDA's and NCCL's rules), ``labs.py`` (what each lab
+rehearses without its notebook), ``hook.py`` (a notebook's ``launch()``
+under rehearsal), ``notebooks.py`` (a notebook executed through
+papermill, every cell, the ``gpu``-tagged ones too), ``run.py`` (the
+report and the command).
+
+Coverage and cost: ``--cells LAB`` (or ``all``) executes that lab's
+notebook with the profile's parameters; every ``launch()`` of its cells
+runs at the real world size, each rank on fake tensors with ``meta`` as
+its GPU through ``dist.init()`` -- so the device rule bites in every run
+module a cell launches -- and the rank's peak against the node's memory.
+A fake rank at real size costs seconds per training step on 2 cores, so
+``make test`` executes lab 11's notebook (``run.CELLS_IN_TESTS``) and
+rehearses the other labs by their dry-run cases (``labs.py``), where the
+device is the CPU. What is never rehearsed: values (losses, differences,
+timings: "not rehearsed"), DeepSpeed's and Colossal-AI's engines (another
+interpreter for the latter), CUDA-only calls of a cell
+(``torch.cuda.*``), compiled kernels.
 """

@@ -16,18 +16,18 @@ Three kinds, per lab:
   to run out of memory (lab 12's over-budget DDP) must not fit;
 - ``listed``: not rehearsed, with the reason.
 
-A lab's notebook cells are not executed: they read what the ranks
-measured (losses, differences, timings), which fake ranks cannot
-produce; the cells' launches are what is rehearsed, with their
-parameters.
+These are what a lab gets when its notebook is not executed
+(``--cells``, :mod:`labkit.rehearse.notebooks`): its cells read what the
+ranks measured (losses, differences, timings), which fake ranks cannot
+produce, and a fake rank at real size is slow.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-CELLS = ("notebook cells not executed: they read measured values "
-         "(losses, differences, timings) that fake ranks cannot produce; "
-         "their launches are rehearsed with the cells' parameters")
+CELLS = ("notebook not executed (--cells LAB or all executes it): its "
+         "dry-run cases, or its launches with the cells' parameters, are "
+         "rehearsed")
 
 
 @dataclass

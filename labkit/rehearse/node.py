@@ -29,6 +29,7 @@ class Node:
     gpu: str
     memory: int          # bytes per GPU
     driver: str | None
+    source: str = ""     # the description's file
 
     def __str__(self) -> str:
         return (f"{self.gpus} x {self.gpu} ({self.memory / 1e9:.1f} GB, "
@@ -58,4 +59,4 @@ def describe(name: str | None = None) -> Node:
         raise ValueError(f"--node {name!r}: {f} lists no GPU with its "
                          "memory (an nvidia-smi table is expected)")
     return Node(f.stem, len(found.gpus), found.gpus[0], min(mem) << 20,
-                found.driver)
+                found.driver, str(f))

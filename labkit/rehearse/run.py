@@ -33,38 +33,74 @@ def _clean(x):
     return x
 
 
+def _rank(main, world_size, rank, argv):
+    from labkit.rehearse.world import rehearsed_rank
+    with rehearsed_rank(world_size, rank) as r:
+        r.main(main, argv)
+    return r
+
+
+def rehearse_ranks(module, world_size, argv, node, where="",
+                   ranks="auto") -> dict:
+    """The ranks of one launch of ``module`` (its ``main(argv)``):
+    ``ranks="all"``, or ``"auto"``: rank 0 and the last, every rank when
+    rank 0 sends or receives point to point (pairing is checked across
+    all). Returns the ranks' rows, their records (a rank not rehearsed
+    gets the last rehearsed rank's, marked ``rehearsed_as``), the
+    problems (one line each) and ``oom``: the first rank whose peak
+    exceeds the node's memory, or None."""
+    from labkit.rehearse.nccl import deadlocks
+    main = importlib.import_module(module).main
+    out = {"ranks": [], "problems": [], "oom": None, "records": []}
+    done: dict = {}
+    order = list(range(world_size))
+    todo = order if ranks == "all" else [0]
+    while todo:
+        for rank in todo:
+            done[rank] = _rank(main, world_size, rank, argv)
+        todo = []
+        if ranks == "auto" and len(done) == 1 and world_size > 1:
+            todo = (order[1:] if done[0].rules.p2p
+                    else [world_size - 1])
+    for rank, r in sorted(done.items()):
+        out["ranks"].append({"rank": rank, "peak_bytes": r.peak,
+                             "not_rehearsed": r.not_rehearsed,
+                             "record": _clean(r.record)})
+        if r.error:
+            out["problems"].append(f"{where}, rank {rank}: error: "
+                                   f"{r.error}")
+        out["problems"] += [f"{where}: device rule: {v}"
+                            for v in r.rules.violations[:1]]
+        if r.peak > node.memory and out["oom"] is None:
+            out["oom"] = {"rank": rank, "peak": r.peak}
+    if len(done) == world_size:
+        out["problems"] += [f"{where}: nccl rule: {d}" for d in
+                            deadlocks({k: r.rules.p2p
+                                       for k, r in done.items()})]
+    stand_in = done[max(done)].record or {}
+    out["records"] = [done[i].record if i in done else
+                      {**stand_in, "rank": i, "rehearsed_as": max(done)}
+                      for i in order]
+    return out
+
+
 def rehearse_launch(lab, launch, node) -> dict:
     """Every rank of one launch; the NCCL rules per rank and across."""
     from labkit.launch.request import as_argv
-    from labkit.rehearse.nccl import deadlocks
-    from labkit.rehearse.world import rehearsed_rank
-    main = importlib.import_module(launch.module).main
     where = f"lab {lab}: launch {launch.module} x {launch.world_size}"
     row = {"module": launch.module, "world_size": launch.world_size,
            "ranks": [], "problems": []}
     if launch.world_size > node.gpus:
         row["skipped"] = f"needs >= {launch.world_size} GPUs"
         return row
-    logs = {}
-    for rank in range(launch.world_size):
-        with rehearsed_rank(launch.world_size, rank) as r:
-            r.main(main, as_argv(launch.params))
-        logs[rank] = r.rules.p2p
-        row["ranks"].append({"rank": rank, "peak_bytes": r.peak,
-                             "not_rehearsed": r.not_rehearsed,
-                             "record": _clean(r.record)})
-        if r.error:
-            row["problems"].append(f"{where}, rank {rank}: error: "
-                                   f"{r.error}")
-        row["problems"] += [f"{where}: device rule: {v}"
-                            for v in r.rules.violations[:1]]
-        if r.peak > node.memory:
-            row["problems"].append(
-                f"{where}, rank {rank}: device memory: peak "
-                f"{r.peak / 1e9:.1f} GB > {node.memory / 1e9:.1f} GB "
-                "(CUDA out of memory)")
-    row["problems"] += [f"{where}: nccl rule: {d}"
-                        for d in deadlocks(logs)]
+    res = rehearse_ranks(launch.module, launch.world_size,
+                         as_argv(launch.params), node, where, ranks="all")
+    row["ranks"], row["problems"] = res["ranks"], res["problems"]
+    if res["oom"]:
+        row["problems"].append(
+            f"{where}, rank {res['oom']['rank']}: device memory: peak "
+            f"{res['oom']['peak'] / 1e9:.1f} GB > {node.memory / 1e9:.1f} "
+            "GB (CUDA out of memory)")
     return row
 
 
@@ -96,8 +132,19 @@ def rehearse_cases(lab, plan, node, workers=None, cache=None) -> list:
     return rows
 
 
+# the labs whose notebooks `make test` executes under rehearsal (every
+# cell; the others' launches and cases are rehearsed without their cells,
+# see labkit.rehearse.labs): a fake rank at real size costs seconds per
+# step on 2 cores, so a lab training 1.4B-7B models in several variants
+# takes minutes; `--cells all` executes every notebook
+CELLS_IN_TESTS = ("context_parallel",)
+
+
 def rehearse(profile_name: str, node_name: str | None = None,
-             only=None, workers=None) -> dict:
+             only=None, workers=None, cells=CELLS_IN_TESTS) -> dict:
+    """The rehearsal of one profile; ``cells``: the labs whose notebooks
+    are executed (``"all"``: every one), see
+    :mod:`labkit.rehearse.notebooks`."""
     from labkit.preflight import gpu_lines, load_profile
     from labkit.preflight_check import lab_ranks
     from dataclasses import asdict
@@ -119,7 +166,7 @@ def rehearse(profile_name: str, node_name: str | None = None,
     run_all([c for lab in runs for c in plans[lab].cases], cache,
             workers or len(os.sched_getaffinity(0)))
     for lab, plan in plans.items():
-        if plan.listed:
+        if plan.listed and not (cells == "all" or lab in cells):
             out["labs"][lab] = {"listed": plan.listed}
             continue
         if lab_ranks(profile[lab] or {}) > node.gpus and not plan.launches:
@@ -128,7 +175,11 @@ def rehearse(profile_name: str, node_name: str | None = None,
                                 f"has {node.gpus} (run_labs skips it)"}
             continue
         res = {"notes": plan.notes}
-        if plan.launches:
+        if cells == "all" or lab in cells:
+            from labkit.rehearse.notebooks import rehearse_notebook
+            res["notebook"] = rehearse_notebook(lab, profile[lab] or {},
+                                                profile_name, node)
+        elif plan.launches:
             res["launches"] = [rehearse_launch(lab, la, node)
                                for la in plan.launches]
         if plan.cases:
@@ -142,9 +193,12 @@ def failures(report: dict) -> list[str]:
     """One line per problem: lab, launch or case, rank, rule."""
     lines = [f"preflight: {c['name']}: {c['found']} (need {c['need']})"
              for c in report["preflight"] if c["status"] == "fail"]
-    for res in report["labs"].values():
+    from labkit.rehearse.notebooks import failures as cell_failures
+    for lab, res in report["labs"].items():
         for row in res.get("launches", []) + res.get("cases", []):
             lines += row["problems"]
+        if "notebook" in res:
+            lines += cell_failures(lab, res["notebook"])
     return lines
 
 
@@ -176,20 +230,53 @@ def table(report: dict) -> str:
             lines.append(f"  case {c['variant']}: peak "
                          f"{c['peak'] / 1e9:.1f} GB, "
                          f"{'fits' if c['fits'] else 'does not fit'}{oom}")
+        if "notebook" in res:
+            lines += _cell_lines(res["notebook"])
         lines += [f"  note: {n}" for n in res.get("notes", [])]
-    lines.append(f"every lab: {report['cells']}")
+    lines.append(f"labs without 'notebook': {report['cells']}")
     fails = report["failures"]
     lines += [f"FAIL {f}" for f in fails]
     lines.append(f"=> {'OK' if not fails else f'{len(fails)} failure(s)'}")
     return "\n".join(lines)
 
 
-def from_runner(profile: str, node: str | None, only: list) -> int:
+def _cell_lines(nb: dict) -> list[str]:
+    cells = nb["cells"]
+    ran = sum(c["status"] == "ran" for c in cells)
+    out = [f"  notebook {nb['notebook']}: {len(cells)} code cells, {ran} "
+           f"ran, {sum(c['status'] == 'failure' for c in cells)} failed, "
+           f"{sum(c['status'] == 'not rehearsed' for c in cells)} not "
+           f"rehearsed ({nb['seconds']:.0f} s)"]
+    for c in cells:
+        for la in c["launches"]:
+            out.append(f"    cell {c['cell']}: launch {la['module']} x "
+                       f"{la['world_size']}: " + (
+                           f"not rehearsed: {la['not_rehearsed']}"
+                           if la.get("not_rehearsed") else
+                           f"ranks {la['ranks']}, peak "
+                           f"{la['peak_bytes'] / 1e9:.1f} GB per GPU"
+                           + (" (OOM)" if la["oom"] else "")))
+        if c["status"] == "not rehearsed":
+            out.append(f"    cell {c['cell']}{' [gpu]' if 'gpu' in c['tags'] else ''}"
+                       f": not rehearsed: {c['reason']}")
+    return out
+
+
+def cells_arg(values: list) -> tuple | str:
+    """``--cells`` values: none (the default set), labs, or ``all``."""
+    if "all" in values:
+        return "all"
+    return tuple(values) or CELLS_IN_TESTS
+
+
+def from_runner(profile: str, node: str | None, only: list,
+                cells=()) -> int:
     """``run_labs.py --rehearse``: the table, exit 1 on a failure, 2 (one
     line) for a node that is not described."""
     import sys
     try:
-        report = rehearse(profile, node, only or None)
+        report = rehearse(profile, node, only or None,
+                          cells=cells_arg(list(cells)))
     except ValueError as e:
         print(e, file=sys.stderr)
         return 2
@@ -205,9 +292,13 @@ def main(argv=None) -> int:
                     "(labkit/rehearse/nodes) or a file; default h100x8")
     ap.add_argument("--only", action="append", default=[])
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--cells", action="append", default=[],
+                    help="execute this lab's notebook (every cell), or "
+                    "'all'; default: " + ", ".join(CELLS_IN_TESTS))
     a = ap.parse_args(argv)
     try:
-        report = rehearse(a.profile, a.node, a.only or None)
+        report = rehearse(a.profile, a.node, a.only or None,
+                          cells=cells_arg(a.cells))
     except ValueError as e:
         ap.exit(2, f"{e}\n")
     print(json.dumps(report, indent=1, default=str) if a.json

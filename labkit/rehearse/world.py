@@ -20,6 +20,8 @@ Values fake tensors cannot produce -- ``.item()`` of a loss, a difference,
 a norm -- come back as NaN and are counted (``r.not_rehearsed``); the
 report shows them as "not rehearsed", never as numbers. ``dist.save``
 keeps the record here; ``dist.close`` and ``dist.sync`` do nothing.
+``torch.autocast("meta")`` is CUDA's autocast, stood in for
+(:mod:`labkit.rehearse.autocast`).
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ import torch
 from labkit import dist
 from labkit.dryrun.account import Tracker
 from labkit.dryrun.fake import fake_world
+from labkit.rehearse.autocast import patched_autocast
 from labkit.rehearse.nccl import NcclRules, watch_groups
 
 DEVICE = torch.device("meta")   # the rank's GPU, in a rehearsal
@@ -53,14 +56,55 @@ class Rank:
     def main(self, fn, argv) -> None:
         """Run ``fn(argv)`` (a run module's ``main``) as this rank;
         an exception is kept as this rank's one-line error."""
-        tracker = Tracker()
+        import inspect
+        import io
+        import sys
+        tracker, err = Tracker(), io.StringIO()
+        argv0 = sys.argv
         try:
-            with tracker, self.rules, watch_groups(self.rules):
-                fn(argv)
+            sys.argv = [getattr(fn, "__module__", "rank"), *argv]
+            with tracker, self.rules, watch_groups(self.rules), \
+                    contextlib.redirect_stderr(err):
+                # main(argv), or main() reading sys.argv, as under torchrun
+                fn(argv) if inspect.signature(fn).parameters else fn()
+        except SystemExit as e:   # argparse's p.error(): the rank exits 2
+            if isinstance(e.code, str):        # sys.exit("why")
+                self.error = f"exit status 1: {e.code.splitlines()[0]}"
+            elif e.code not in (0, None):
+                said = [x for x in err.getvalue().splitlines() if x.strip()]
+                self.error = f"exit status {e.code}" + (
+                    f": {said[-1]}" if said else "")
         except Exception as e:  # noqa: BLE001 - the rank's failure
+            import traceback
             self.error = f"{type(e).__name__}: {str(e).splitlines()[0]}" \
                 if str(e) else type(e).__name__
+            ours = [f for f in traceback.extract_tb(e.__traceback__)
+                    if "/labkit/" in f.filename and "/rehearse/"
+                    not in f.filename and "dryrun/account.py"
+                    not in f.filename]
+            if ours:   # where in the course's code the rank stopped
+                f = ours[-1]
+                self.error += (f" (at {f.filename.split('/labkit/')[-1]}"
+                               f":{f.lineno})")
+        finally:
+            sys.argv = argv0
         self.peak = tracker.peak
+
+
+class _NoRebuild:
+    """DDP's reducer, less the bucket rebuild of its second forward: it
+    broadcasts the new bucket order in a tensor and reads it back, data a
+    ``meta`` tensor does not have. The buckets keep their first order
+    (the same bytes: the rebuild only reorders them)."""
+
+    def __init__(self, reducer):
+        self._reducer = reducer
+
+    def _rebuild_buckets(self):
+        return False
+
+    def __getattr__(self, name):
+        return getattr(self._reducer, name)
 
 
 @contextlib.contextmanager
@@ -81,15 +125,80 @@ def rehearsed_rank(world_size: int, rank: int):
                     "backend": ctx.backend, **record}
     saved = [(dist, n, getattr(dist, n)) for n in ("init", "save", "close",
                                                    "sync")]
+    import os
+    # what torchrun gives every rank in its environment
+    env = {"RANK": rank, "WORLD_SIZE": world_size, "LOCAL_RANK": rank % 8,
+           "LOCAL_WORLD_SIZE": min(world_size, 8), "GROUP_RANK": rank // 8}
+    saved_env = {k: os.environ.get(k) for k in env}
     saved.append((torch.Tensor, "item", item))
-    with fake_world(world_size, rank, backend="cpu:fake,meta:fake"):
+    import torch.distributed.fsdp._fully_shard._fully_shard as fsdp2
+    saved += [(fsdp2, n, getattr(fsdp2, n)) for n in
+              ("_init_default_mesh", "_get_device_from_mesh")]
+    device_from_mesh = fsdp2._get_device_from_mesh
+
+    def default_mesh(mesh_dim_names=None):
+        """FSDP2's default mesh is the accelerator's: the GPU's, here
+        ``meta`` (a CPU build would give a CPU mesh, and FSDP2 would put
+        the shards and the inputs on the CPU)."""
+        import torch.distributed.fsdp._fully_shard._fsdp_init as init
+        return init.init_device_mesh("meta", (world_size,),
+                                     mesh_dim_names=mesh_dim_names)
+    import functools
+    import torch.distributed.fsdp as tfsdp
+    real_shard = tfsdp.fully_shard
+    saved.append((tfsdp, "fully_shard", real_shard))
+
+    @functools.wraps(real_shard)
+    def fully_shard(module, *a, **k):
+        """FSDP2 moves a unit's states to the mesh's device as it shards
+        it, with ``tensor.data = ...``, which a CPU fake tensor refuses
+        for a ``meta`` one: the unit goes there first (the same move)."""
+        mesh = k.get("mesh")
+        if mesh is None or mesh.device_type == "meta":
+            for m in (module if isinstance(module, list) else [module]):
+                m.to(DEVICE)
+        return real_shard(module, *a, **k)
+    import torch.distributed.fsdp._fully_shard._fsdp_param_group as fpg
+    saved.append((fpg.FSDPParamGroup, "_validate_no_meta_params",
+                  fpg.FSDPParamGroup._validate_no_meta_params))
+    import torch.nn.parallel as par
+    ddp_init = par.DistributedDataParallel.__init__
+    saved.append((par.DistributedDataParallel, "__init__", ddp_init))
+
+    def ddp_with_fake_hook(self, *a, **k):
+        """DDP's all-reduce answered by the fake group (its own hook
+        returns nothing there): the dry run's hook, registered at once."""
+        from labkit.dryrun.fake import fake_ddp_hook
+        ddp_init(self, *a, **k)
+        fake_ddp_hook(self)
+        self.reducer = _NoRebuild(self.reducer)
+    with fake_world(world_size, rank, backend="cpu:fake,meta:fake"), \
+            patched_autocast():
         try:
             dist.init = lambda *a, **k: r.context()
             dist.save = save
             dist.close = lambda: None
             dist.sync = lambda ctx: None
             torch.Tensor.item = fake_item
+            os.environ.update({k: str(v) for k, v in env.items()})
+            # the device module of ``meta`` (streams, events: FSDP2 asks
+            # torch.<device type>): the CPU's, whose streams do nothing
+            torch.meta = torch.cpu
+            par.DistributedDataParallel.__init__ = ddp_with_fake_hook
+            fsdp2._init_default_mesh = default_mesh
+            tfsdp.fully_shard = fully_shard
+            # meta *is* the GPU here, not deferred initialisation
+            fpg.FSDPParamGroup._validate_no_meta_params = lambda self: None
+            fsdp2._get_device_from_mesh = lambda mesh: (
+                DEVICE if mesh.device_type == "meta"
+                else device_from_mesh(mesh))
             yield r
         finally:
+            for k, v in saved_env.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+            del torch.meta
             for obj, name, value in saved:
                 setattr(obj, name, value)

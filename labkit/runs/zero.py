@@ -84,6 +84,24 @@ def zero_config(name: str, a, ctx) -> ZeroConfig:
     return variant(name, **over)
 
 
+def engine_model(config: GPTConfig, cfg: ZeroConfig, ctx, seed: int):
+    """The model handed to ``deepspeed.initialize``, on the rank's device.
+
+    DeepSpeed moves the module to the GPU itself (``engine.py``,
+    ``_configure_distributed_model``: ``self.module.to(self.device)``),
+    but the client optimizer is built before that, and ``make_optimizer``
+    picks fused Adam only for parameters already on CUDA: built on the
+    CPU model, every GPU run stepped with the per-parameter loop. So the
+    model goes to the device first -- the same bytes DeepSpeed would put
+    there a moment later. Offloaded optimizers stay as built on the CPU:
+    their step runs on CPU partitions (torch's per-parameter loop).
+    """
+    model = build(config, seed)
+    if cfg.offload_optimizer == "none":
+        model = model.to(ctx.device)
+    return model
+
+
 def run_deepspeed(name: str, config: GPTConfig, ctx, a) -> dict:
     import deepspeed
     from labkit.measure.zero_state import (at_end_of_backward, flat,
@@ -94,7 +112,7 @@ def run_deepspeed(name: str, config: GPTConfig, ctx, a) -> dict:
     if a.grad_accum_dtype and cfg.stage:   # bf16 + fp32 at ZeRO-1:
         # BF16_Optimizer. DeepSpeed 0.19.8 refuses it at ZeRO-0.
         ds_json["data_types"] = {"grad_accum_dtype": a.grad_accum_dtype}
-    model = build(config, a.seed)
+    model = engine_model(config, cfg, ctx, a.seed)
     optimizer = None if cfg.optimizer == "deepspeed" else make_optimizer(model)
     D.reset_peak(ctx.device)
     t0 = time.perf_counter()

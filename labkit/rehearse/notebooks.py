@@ -1,0 +1,152 @@
+"""Each lab's notebook executed under rehearsal: its cells, its launches.
+
+    rows = rehearse_notebook("fit", load_profile("gpu8")["fit"], "gpu8",
+                             describe("h100x8"))
+
+The runner's path: papermill writes the profile's parameters into the
+notebook (as ``scripts/run_labs.py`` does, ``profile`` and ``results_dir``
+included), then a kernel executes every code cell in order, the
+``gpu``-tagged ones too, with ``LABKIT_REHEARSE`` naming the node: each
+``launch()`` of a cell runs its ranks on fake tensors at the real world
+size (:mod:`labkit.rehearse.hook`). Execution goes on after a cell's
+error, so that every cell is seen, and each cell gets one status:
+
+- ``ran``: executed; its launches (module, world size, peak per GPU) are
+  listed with it;
+- ``failure``: a launch raised (a device or NCCL rule, a CUDA OOM the
+  cell did not catch, a rank's error or exit status), or the cell's own
+  code is wrong (a name, an attribute, an import or a syntax error with
+  every cell before it complete): one line naming the lab, the cell and
+  the rule;
+- ``not rehearsed``: the cell stopped on what fake ranks cannot give (a
+  launch in another interpreter or on more GPUs than the node has, an
+  operator fake tensors cannot run; a measured value, NaN here, that the
+  cell checks or plots; a CUDA-only call such as ``nvidia-smi``), or on
+  what a cell before it that did not complete would have defined: listed
+  with its reason, never skipped in silence.
+
+The executed notebook is not kept: what a reader sees comes from real runs.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from labkit.rehearse.hook import ENV, LOG
+
+LABS = Path(__file__).resolve().parents[2] / "labs"
+CELL_TIMEOUT_S = 600
+# what a rehearsed rank raises for a broken rule (hook.py, run.py)
+RULES = ("device rule", "nccl rule", "(rehearsed)",
+         "Expected all tensors to be on the same device",
+         "Tensors must be CUDA")
+CODE_ERRORS = ("NameError", "SyntaxError", "ImportError",
+               "ModuleNotFoundError", "AttributeError", "IndentationError")
+
+
+def notebook(lab: str) -> Path:
+    found = sorted(LABS.glob(f"[0-9][0-9]_{lab}.ipynb"))
+    if not found:
+        raise ValueError(f"no notebook for lab {lab!r} in {LABS}")
+    return found[0]
+
+
+def _status(cell: dict, error, events: list, earlier: list) -> tuple:
+    """(status, reason) of one executed cell; see the module doc."""
+    if error is None:
+        return "ran", ""
+    ename, evalue = error
+    line = f"{ename}: {(evalue or '').strip().splitlines()[0][:300]}" \
+        if (evalue or "").strip() else ename
+    skipped = [e["not_rehearsed"] for e in events if "not_rehearsed" in e]
+    if skipped:
+        return "not rehearsed", f"launch not rehearsed: {skipped[0]}"
+    if ename == "LaunchError" or any(r in (evalue or "") for r in RULES) \
+            or any(e["problems"] for e in events):
+        return "failure", line
+    if earlier:   # a cell before stopped: what it defines is missing
+        return "not rehearsed", (f"after cell {earlier[-1]}, which did not "
+                                 f"complete: {line}")
+    if ename in CODE_ERRORS:
+        return "failure", f"the cell's code: {line}"
+    return "not rehearsed", f"reads a value fake ranks cannot produce: {line}"
+
+
+def rehearse_notebook(lab: str, params: dict, profile: str, node,
+                      nb_path: Path | None = None) -> dict:
+    """Execute lab ``lab``'s notebook under rehearsal; its cells' rows."""
+    import nbformat
+    import papermill as pm
+    from nbclient import NotebookClient
+    from labkit.launch.request import checkout_pythonpath
+    nb_path = nb_path or notebook(lab)
+    out = {"notebook": nb_path.name, "cells": []}
+    with tempfile.TemporaryDirectory(prefix=f"rehearse-{lab}-") as tmp:
+        tmp = Path(tmp)
+        log = tmp / "launches.jsonl"
+        log.touch()
+        prepared = tmp / nb_path.name
+        pm.execute_notebook(str(nb_path), str(prepared), prepare_only=True,
+                            parameters={**params, "profile": profile,
+                                        "results_dir": str(tmp / "out")},
+                            progress_bar=False, log_output=False)
+        nb = nbformat.read(prepared, as_version=4)
+        # cells are named by their index in the lab's own notebook
+        injected = [i for i, c in enumerate(nb.cells) if
+                    "injected-parameters" in c.metadata.get("tags", [])]
+        seen = {"offset": 0, "earlier": []}
+
+        def executed(cell, cell_index, execute_reply, **_):
+            text = log.read_text()
+            events = [json.loads(x) for x in
+                      text[seen["offset"]:].splitlines() if x.strip()]
+            seen["offset"] = len(text)
+            error = next(((o.get("ename"), o.get("evalue"))
+                          for o in cell.get("outputs", [])
+                          if o.get("output_type") == "error"), None)
+            index = cell_index - sum(i < cell_index for i in injected)
+            if cell_index in injected:
+                return
+            status, reason = _status(cell, error, events, seen["earlier"])
+            if status != "ran":
+                seen["earlier"].append(index)
+            out["cells"].append({
+                "cell": index, "id": cell.get("id"),
+                "tags": cell.metadata.get("tags", []), "status": status,
+                "reason": reason, "launches": [
+                    {k: e.get(k) for k in ("module", "world_size", "oom",
+                                           "notes", "seconds",
+                                           "not_rehearsed")}
+                    | {"peak_bytes": max((r["peak_bytes"] for r in
+                                          e.get("ranks", [])), default=0),
+                       "ranks": [r["rank"] for r in e.get("ranks", [])],
+                       "problems": e.get("problems", []),
+                       "rank_rows": e.get("ranks", [])}
+                    for e in events]})
+        env = {ENV: node.source or node.name, LOG: str(log)}
+        saved = {k: os.environ.get(k) for k in (*env, "PYTHONPATH")}
+        os.environ.update(env)
+        os.environ["PYTHONPATH"] = checkout_pythonpath(dict(os.environ))
+        t0 = time.perf_counter()
+        try:
+            NotebookClient(nb, timeout=CELL_TIMEOUT_S, allow_errors=True,
+                           kernel_name="python3",
+                           resources={"metadata": {"path": str(nb_path.parent)}},
+                           on_cell_executed=executed).execute()
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        out["seconds"] = round(time.perf_counter() - t0, 1)
+    return out
+
+
+def failures(lab: str, res: dict) -> list[str]:
+    """One line per failing cell: the lab, the cell, the rule."""
+    return [f"lab {lab}: cell {c['cell']} ({c['id']}): {c['reason']}"
+            for c in res["cells"] if c["status"] == "failure"]
