@@ -96,3 +96,28 @@ def reference_losses(config: GPTConfig, steps: int, batch_size: int,
         x, y = batch(config, batch_size, step, seed)
         losses.append(train_step(model, opt, x, y).item())
     return losses
+
+
+def timed_steps(step_fn, config: GPTConfig, ctx, batch_size: int,
+                start: int, steps: int, seed: int) -> dict:
+    """Median seconds of ``steps`` calls of ``step_fn(x, y)`` on the
+    batches after the first ``start`` (one warm-up call first, not
+    counted), synchronised across ranks around each."""
+    import statistics
+    import time
+
+    from labkit import dist
+    from labkit.model import rank_batches
+    times = []
+    for i, (x, y) in enumerate(rank_batches(config, batch_size, ctx,
+                                            steps + 1, seed, start=start)):
+        dist.sync(ctx)
+        t0 = time.perf_counter()
+        step_fn(x, y)
+        dist.sync(ctx)
+        if i:
+            times.append(time.perf_counter() - t0)
+    step_s = statistics.median(times)
+    return {"step_s": step_s, "step_times": times,
+            "tokens_per_s": batch_size * config.seq / step_s}
+

@@ -36,8 +36,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import time
+from contextlib import nullcontext
 
 import torch
 
@@ -47,7 +47,7 @@ from labkit.measure.collectives import CollectiveCounter
 from labkit.model import (add_shape_arguments, build, config_from_args,
                          count_params, GPTConfig, rank_batches)
 from labkit.train import (LR, make_optimizer, mean_over_ranks,
-                          reference_losses, train_step)
+                          reference_losses, timed_steps, train_step)
 from labkit.zero_config import VARIANTS, ZeroConfig, variant
 
 
@@ -128,7 +128,7 @@ def run_deepspeed(name: str, config: GPTConfig, ctx, a) -> dict:
             undo = at_end_of_backward(engine, lambda: snapshots.setdefault(
                 "end_of_backward", state_bytes(engine)))
         dist.sync(ctx)
-        with CollectiveCounter() if last else _null() as counter:
+        with CollectiveCounter() if last else nullcontext() as counter:
             loss = engine(x, y)
             engine.backward(loss)
             if last:
@@ -152,9 +152,10 @@ def run_deepspeed(name: str, config: GPTConfig, ctx, a) -> dict:
         out[f"by_attribute_{k}"] = snap["by_attribute"]
     out["bytes_after_step"] = flat(state_bytes(engine))
     if a.time_steps:
-        out.update(_time(lambda x, y: (engine.backward(engine(x, y)),
-                                       engine.step()),
-                         config, ctx, a))
+        out.update(timed_steps(lambda x, y: (engine.backward(engine(x, y)),
+                                             engine.step()),
+                               config, ctx, a.batch, a.steps, a.time_steps,
+                               a.seed))
     out["peak"] = D.peak_bytes(ctx.device,  # the ledger's twin on CPU
                                out["bytes_end_of_backward"]["total"])
     destroy = getattr(engine, "destroy", None)
@@ -180,7 +181,7 @@ def run_fsdp(strategy: str, config: GPTConfig, ctx, a) -> dict:
     for step, (x, y) in enumerate(batches):
         last = step == len(batches) - 1
         dist.sync(ctx)
-        with CollectiveCounter() if last else _null() as counter:
+        with CollectiveCounter() if last else nullcontext() as counter:
             opt.zero_grad(set_to_none=True)
             with amp:
                 loss = model(x, y)
@@ -195,37 +196,13 @@ def run_fsdp(strategy: str, config: GPTConfig, ctx, a) -> dict:
            "comm_records": counter.records}
 
     if a.time_steps:
-        out.update(_time(lambda x, y: train_step(model, opt, x, y, amp),
-                         config, ctx, a))
+        out.update(timed_steps(
+            lambda x, y: train_step(model, opt, x, y, amp), config, ctx,
+            a.batch, a.steps, a.time_steps, a.seed))
     out["peak"] = D.peak_bytes(ctx.device, measured["total"])
     del model, opt
     dist.release(ctx)
     return out
-
-
-def _time(step_fn, config, ctx, a) -> dict:
-    """Median seconds of ``--time-steps`` steps (after one warm-up)."""
-    times = []
-    batches = rank_batches(config, a.batch, ctx, a.time_steps + 1, a.seed,
-                           start=a.steps)
-    for i, (x, y) in enumerate(batches):
-        dist.sync(ctx)
-        t0 = time.perf_counter()
-        step_fn(x, y)
-        dist.sync(ctx)
-        if i:
-            times.append(time.perf_counter() - t0)
-    step_s = statistics.median(times)
-    return {"step_s": step_s, "step_times": times,
-            "tokens_per_s": a.batch * config.seq / step_s}
-
-
-class _null:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 def parse_args(argv=None):
