@@ -212,3 +212,12 @@ def test_only_a_labs_check_can_be_named():
         with pytest.raises(ValueError, match="no parameter check for lab"):
             check(name, {})
     assert set(checks.LABS) == set(LABS)
+
+
+def test_a_module_named_like_a_key_is_not_a_parameter():
+    """Lab 14 imports ``labkit.arch`` as ``arch``: ``arch`` is a key of
+    ``model``, never a parameter of its own, so the module is not read as
+    one (it was refused as an unknown architecture)."""
+    import labkit.arch as arch
+    from labkit.checks import params as P
+    assert P.parse({"arch": arch}) == {}

@@ -112,7 +112,7 @@ RULES = {
     "sweep_prefetch": _ints(1, 256),
     "min_bytes": _int(1, BYTES), "max_bytes": _int(1, BYTES),
     "reduce_bucket_size": _int(1, 2 ** 40),
-    "model": _model, "arch": _arch,
+    "model": _model,   # its "arch" key: _arch, above
     # real numbers
     "timeout_s": _seconds, "hang_timeout_s": _seconds,
     "compile_timeout_s": _seconds,
