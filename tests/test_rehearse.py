@@ -153,8 +153,8 @@ def test_runner_hook(capsys):
 
 
 # -- the mutation test ------------------------------------------------------
-SMALL_CP = {"batch": 1, "seq": 256, "heads": 4, "head_dim": 16,
-            "time_steps": 0}
+SMALL_CP = {"batch": 1, "seq": 256, "heads": 4, "kv_heads": 2,
+            "head_dim": 16, "time_steps": 0}
 
 
 def _one_line(lines, *words):
@@ -331,6 +331,11 @@ def test_cell_status_rules():
     assert _status({}, ("NameError", "name 'x'"), [], [])[0] == "failure"
     st, why = _status({}, ("NameError", "name 'x'"), [], [4])
     assert st == "not rehearsed" and "after cell 4" in why
+    # the lab's own parameter check refusing the profile is a failure
+    check = {"source": 'on_gpu = check("context_parallel", globals())'}
+    st, why = _status(check, ("ValueError", "kv_heads 8 must divide heads "
+                              "4"), [], [])
+    assert st == "failure" and "refused the parameters" in why
 
 
 def test_loops_are_cut_and_said():

@@ -29,6 +29,8 @@ The executed notebook is not kept: what a reader sees comes from real runs.
 """
 from __future__ import annotations
 
+import re
+
 import json
 import os
 import tempfile
@@ -54,6 +56,11 @@ def notebook(lab: str) -> Path:
     return found[0]
 
 
+# the lab's parameter check (labkit.lab.check): a refusal there is the
+# profile's fault, never a value fake tensors cannot produce
+_CHECK_CELL = re.compile(r"\bcheck\(\s*[\"']\w+[\"']\s*,\s*globals\(\)")
+
+
 def _status(cell: dict, error, events: list, earlier: list) -> tuple:
     """(status, reason) of one executed cell; see the module doc."""
     if error is None:
@@ -67,6 +74,10 @@ def _status(cell: dict, error, events: list, earlier: list) -> tuple:
     if ename == "LaunchError" or any(r in (evalue or "") for r in RULES) \
             or any(e["problems"] for e in events):
         return "failure", line
+    src = cell.get("source", "")
+    src = "".join(src) if isinstance(src, list) else src
+    if _CHECK_CELL.search(src):   # the lab refused the profile's values
+        return "failure", f"the lab's check refused the parameters: {line}"
     if earlier:   # a cell before stopped: what it defines is missing
         return "not rehearsed", (f"after cell {earlier[-1]}, which did not "
                                  f"complete: {line}")
