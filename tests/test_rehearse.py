@@ -25,7 +25,9 @@ def gpu8():
 
 @pytest.fixture(scope="module")
 def gpu1():
-    return R.rehearse("gpu1")
+    # lab 11's notebook is executed in the gpu8 rehearsal; here its
+    # launches are rehearsed directly (the make test budget)
+    return R.rehearse("gpu1", cells=())
 
 
 def _every_lab(report, name):
