@@ -16,8 +16,9 @@ error, so that every cell is seen, and each cell gets one status:
 - ``failure``: a launch raised (a device or NCCL rule, a CUDA OOM the
   cell did not catch, a rank's error or exit status), or the cell's own
   code is wrong (a name, an attribute, an import or a syntax error with
-  every cell before it complete): one line naming the lab, the cell and
-  the rule;
+  every cell before it complete), or the lab's own parameter check
+  (``check(lab, globals())``) refused the profile's values: one line
+  naming the lab, the cell and the rule;
 - ``not rehearsed``: the cell stopped on what fake ranks cannot give (a
   launch in another interpreter or on more GPUs than the node has, an
   operator fake tensors cannot run; a measured value, NaN here, that the
@@ -29,10 +30,9 @@ The executed notebook is not kept: what a reader sees comes from real runs.
 """
 from __future__ import annotations
 
-import re
-
 import json
 import os
+import re
 import tempfile
 import time
 from pathlib import Path
