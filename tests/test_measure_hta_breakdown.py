@@ -68,8 +68,14 @@ def _hta(trace_dir):
     hta = pytest.importorskip(
         "hta.trace_analysis",
         reason="HolisticTraceAnalysis (test-only dependency) not installed")
+    from hta.common.trace import Trace
     logging.getLogger("hta").setLevel(logging.ERROR)
-    ta = hta.TraceAnalysis(trace_dir=str(trace_dir))
+    # TraceAnalysis(trace_dir=...) parses the ranks in a fork()ed Pool; forked
+    # from a pytest-xdist worker that holds threads, a child can deadlock on a
+    # lock copied held (the landing CI hung 600 s here). Parse in-process.
+    ta = hta.TraceAnalysis.__new__(hta.TraceAnalysis)
+    ta.t = Trace(trace_dir=str(trace_dir))
+    ta.t.load_traces(use_multiprocessing=False, use_memory_profiling=False)
     tb = ta.get_temporal_breakdown(visualize=False).set_index("rank")
     ov = ta.get_comm_comp_overlap(visualize=False).set_index("rank")
     return {r: {**{c: float(tb.loc[r, c]) for c in COLUMNS},

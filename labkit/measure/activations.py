@@ -24,7 +24,12 @@ thread drops its own reference a moment later. At the instant the forward
 returns, that buffer can still be alive (CI saw it: +66,048 bytes, the
 head's all-gather buffer, on one rank in one run of several). So the
 storages that went through a ``c10d`` op are given up to ``settle_s`` to
-be released; one still alive then is really kept and counted.
+be released; one still alive then is really kept and counted. The
+functional collectives (``_c10d_functional``: the EP all-to-all of
+:mod:`labkit.moe.expert_parallel`) allocate their output themselves, so
+their outputs count as communicated too (before this, a landing CI run
+counted one 7,168-byte fp32 storage more than the EP ledger on one rank:
+an all-to-all's output, most likely, that gloo had not yet let go of).
 """
 from __future__ import annotations
 
@@ -49,8 +54,8 @@ class _NewStorages(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        if func.namespace == "c10d":
-            self.communicated |= {_key(t) for t in _tensors(args)}
+        if "c10d" in func.namespace:     # c10d, _c10d_functional(_autograd)
+            self.communicated |= {_key(t) for t in _tensors((args, out))}
         cast = (func is torch.ops.aten._to_copy.default and args
                 and isinstance(args[0], torch.Tensor)
                 and _key(args[0]) in self.exclude)
