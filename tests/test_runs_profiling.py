@@ -45,7 +45,11 @@ def test_workers_take_the_wait_off_the_training_process(run):
     slow = profiling.mean_step(reports["slow"])["data"]
     fixed = profiling.mean_step(reports["w2"])["data"]
     assert reports["w2"]["ranks"][0]["loader"] == "multi-process"
-    assert fixed < 0.5 * slow, (fixed, slow)
+    # Workers remove the injected delay (BATCH x DELAY_MS per step), not
+    # the cost both loaders share (collate; a busy machine's IPC): a
+    # 3.13 run beside a loaded machine measured 17.07 ms without workers
+    # and 9.02 ms with, 8.05 ms of the injected 12 removed.
+    assert slow - fixed >= 0.5 * BATCH * DELAY_MS, (fixed, slow)
 
 
 def test_tiny_buckets_give_one_all_reduce_per_tensor(run):
