@@ -61,12 +61,13 @@ def test_a_crash_or_a_hang_is_a_reason(tmp_path, source, why):
     assert buildit.score(got)[0] == 0
 
 
-def test_no_rank_writes_on_the_parents_channel(tmp_path):
+@pytest.mark.parametrize("hub", [False, True])
+def test_no_rank_writes_on_the_parents_channel(tmp_path, hub):
     r, w = os.pipe()
     forge = (f"import os\nfor fd in range(3, 64):\n    try:\n"
              f"        os.write(fd, b'forged\\n')\n    except OSError:\n"
              f"        pass\n")
-    got = fork_ranks("zero", forge, HIDDEN, 2, tmp_path, 30)
+    got = fork_ranks("zero", forge, HIDDEN, 2, tmp_path, 30, hub=hub)
     os.close(w)
     assert os.read(r, 100) == b""
     os.close(r)

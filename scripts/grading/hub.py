@@ -10,10 +10,10 @@ here until its receive comes. Nothing a rank sends is run: headers are
 JSON, payloads raw tensor bytes.
 
 What it returns is this process's own count, per rank: ``windows`` (the
-calls of each counting window the rank's harness opened, in
-order, as ``[op, bytes, dtype]`` per call; ``bytes`` as ``labkit.measure.collectives`` defines them: the
-gathered output of an all-gather, the input of a reduce-scatter or an
-all-to-all), ``outside`` (what it did outside any window, barriers aside)
+calls of each counting window the rank's harness opened, in order, as
+``[op, bytes, dtype]`` per call; ``bytes`` as
+``labkit.measure.collectives`` defines them: the gathered output of an
+all-gather, the input of a reduce-scatter or an all-to-all), ``outside`` (what it did outside any window, barriers aside)
 and ``wire_bytes`` (what a ring would have sent: the floor
 ``labkit.buildit.grade`` checks).
 """
@@ -156,7 +156,9 @@ class Hub:
                 self._answer(r, error=f"{op}: {e}")
             return
         for r, (h, x, _) in enumerate(calls):
-            mine = counted if op != "reduce_scatter" else x.numel() * es
+            # an all-gather counts its output, the rest the rank's input
+            mine = counted if op in ("all_gather", "barrier") else \
+                x.numel() * es
             self._count(r, op, mine, h["dtype"])
             self.wire += int(ring * mine)
             self._answer(r, outs[r])
@@ -233,8 +235,9 @@ class Hub:
                     continue
                 try:
                     self._handle(r, h, payload)
-                except (ValueError, KeyError, TypeError) as e:
-                    self._answer(r, error=f"the grader refused a call: {e}")
+                except Exception as e:  # noqa: BLE001 - the rank's data
+                    self._answer(r, error="the grader refused a call: "
+                                 f"{type(e).__name__}: {str(e)[:200]}")
             if self.pending and any(r in self.dead for r in range(self.n)):
                 for r in list(self.pending):
                     self._answer(r, error="another rank ended before this "
@@ -252,3 +255,9 @@ class Hub:
             pass
         self.pending.pop(r, None)
         self.recvs.pop(r, None)
+        for dst, h in list(self.recvs.items()):     # never to come
+            if int(h["peer"]) == r and not self.mail.get((r, dst,
+                                                          int(h["tag"]))):
+                del self.recvs[dst]
+                self._answer(dst, error=f"rank {r} ended before it sent "
+                             "(Connection closed)")
