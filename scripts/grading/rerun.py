@@ -40,6 +40,14 @@ def loopback_sent() -> int:
     return 0
 
 
+def own_network() -> bool:
+    """This process has a network namespace of its own (a jail's: only
+    ``lo``), so that the loopback's bytes are its ranks' alone."""
+    names = [ln.partition(":")[0].strip()
+             for ln in open("/proc/net/dev").read().splitlines()[2:]]
+    return names == ["lo"]
+
+
 def main() -> None:
     ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
     proto = os.fdopen(os.dup(1), "w")
@@ -57,7 +65,8 @@ def main() -> None:
         value = fork_ranks(lab, source, h.HIDDEN, buildit.LABS[lab],
                            Path("ranks"), buildit.TIMEOUT_S, hub=hub)
         loop = loopback_sent() - before
-        value["loopback_bytes"] = loop
+        # without a jail (--unsafe-no-isolation) the loopback is shared
+        value["loopback_bytes"] = loop if own_network() else None
         value["wire_bytes"] = loop + (value["hub"]["wire_bytes"] if hub
                                       else 0)
         out = {"value": value}
