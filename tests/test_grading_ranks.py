@@ -35,7 +35,7 @@ def fresh_fork_ranks(*args) -> dict:
             "from grading.ranks import fork_ranks; "
             "a = json.loads(sys.argv[2]); "
             "print(json.dumps(fork_ranks(a[0], a[1], a[2], a[3], "
-            "__import__('pathlib').Path(a[4]), a[5])))")
+            "__import__('pathlib').Path(a[4]), *a[5:])))")
     r = subprocess.run([sys.executable, "-c", code, str(ROOT / "scripts"),
                         json.dumps([str(a) if isinstance(a, Path) else a
                                     for a in args])],
@@ -61,13 +61,49 @@ def test_a_crash_or_a_hang_is_a_reason(tmp_path, source, why):
     assert buildit.score(got)[0] == 0
 
 
-def test_no_rank_writes_on_the_parents_channel(tmp_path):
+@pytest.mark.parametrize("hub", [False, True])
+def test_no_rank_writes_on_the_parents_channel(tmp_path, hub):
     r, w = os.pipe()
     forge = (f"import os\nfor fd in range(3, 64):\n    try:\n"
              f"        os.write(fd, b'forged\\n')\n    except OSError:\n"
              f"        pass\n")
-    got = fork_ranks("zero", forge, HIDDEN, 2, tmp_path, 30)
+    got = fork_ranks("zero", forge, HIDDEN, 2, tmp_path, 30, hub=hub)
     os.close(w)
     assert os.read(r, 100) == b""
     os.close(r)
     assert got["error"]   # and it is no ShardedAdam
+
+
+# the grader's hub (grading/hub.py): the ranks' group is its, and the
+# counts a part is graded on are its own, not the ranks'
+FIXTURES = ROOT / "tests" / "buildit"
+
+
+def test_the_key_on_the_hub_scores_full_marks_with_the_hubs_counts(
+        tmp_path):
+    got = fresh_fork_ranks("zero", key_source(), HIDDEN, 2, tmp_path, 120,
+                           True)
+    assert got["error"] is None, got["error"]
+    wins = got["hub"]["windows"]
+    # the constructor's window, then one per step, on each rank
+    assert [len(w) for w in wins] == [HIDDEN["steps"] + 1] * 2
+    assert {c[0] for w in wins[0][1:] for c in w} == {"reduce_scatter",
+                                                      "all_gather"}
+    assert got["hub"]["outside"] == [{}, {}]
+    assert buildit.score({**got, "loopback_bytes": 0})[0] == 4
+
+
+@pytest.mark.parametrize("fixture, why", [
+    ("hostile_zero_counter", "the counter saw all_gather"),
+    ("hostile_zero_marks", "outside the steps the grader counts")])
+def test_a_rank_that_rewrites_its_counter_gets_the_hubs_count(
+        tmp_path, fixture, why):
+    """An all-reduce behind a counter rewritten to report reduce-scatters
+    (it would score "bytes" on ranks that count themselves), or hidden
+    between the hub's windows: 0 on the bytes."""
+    got = fresh_fork_ranks("zero", (FIXTURES / f"{fixture}.py").read_text(),
+                           HIDDEN, 2, tmp_path, 120, True)
+    rows = {r["check"]: r for r in buildit.grade({**got,
+                                                  "loopback_bytes": 0})}
+    assert rows["bytes"]["points"] == 0
+    assert why in rows["bytes"]["reason"], rows["bytes"]["reason"]

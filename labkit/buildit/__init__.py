@@ -32,8 +32,11 @@ by scripts/grading/evaluate.py), and what the ranks hand back is only
 plain data: the final tensors (parameters, gradients, outputs) that the
 checks compare, here, with a reference they compute themselves
 (``reference`` of each harness), so that a rank that forges its report
-must still produce the right tensors. The ranks always run on gloo (the
-harness's tensors are CPU tensors), whatever GPUs the machine has.
+must still produce the right tensors. There the counts come from outside
+the ranks too: their collectives are performed and counted by the rerun's
+own process (a hub, scripts/grading/hub.py), whose count replaces what the
+ranks say (:mod:`labkit.buildit.counted`). The ranks always run on gloo
+(the harness's tensors are CPU tensors), whatever GPUs the machine has.
 """
 from __future__ import annotations
 
@@ -144,8 +147,9 @@ def _rerun(lab: str, source: str) -> str:
     else:
         got = RERUN(lab, source)
     got = dict(got) if type(got) is dict else {}
-    if RERUN is not None and type(got.get("wire_bytes")) is not int \
-            and not got.get("error"):
+    if RERUN is not None and not got.get("error") and (
+            type(got.get("wire_bytes")) is not int or
+            hasattr(h, "from_hub") and type(got.get("hub")) is not dict):
         got["error"] = "the rerun did not say what its ranks sent"
     ranks = got.get("ranks")
     if not got.get("error") and not (
@@ -179,8 +183,10 @@ def verified(result: dict, lab: str) -> dict:
 def grade(result: dict) -> list[dict]:
     """One row per check: name, points, max, passed, measured, expected,
     reason (empty when passed). Reads only the plain ``result``."""
+    from labkit.buildit import counted
     h = harness(result["lab"])
-    error = result.get("error")
+    result, error = counted.apply(h, result)
+    error = result.get("error") or error
     if not error and re.search(r"\blabkit\b", result.get("source") or ""):
         error = ("your code uses labkit, the course's own implementation: "
                  "the part asks for yours (torch and torch.distributed only)")

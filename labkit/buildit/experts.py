@@ -116,6 +116,16 @@ def rank_run(ctx, mod, cfg) -> dict:
                          for c in bwd.records]}
 
 
+def from_hub(result, windows):
+    """``forward`` and ``backward`` from the grader's hub
+    (``labkit.buildit.counted``): one window each."""
+    from labkit.buildit.counted import windows_of
+    return {**result, "ranks": [
+        {**r, "forward": [[c[0], c[2], c[1]] for c in w[0]],
+         "backward": [[c[0], c[2], c[1]] for c in w[1]]}
+        for r, w in windows_of(result, windows, 2)]}
+
+
 def check_output(result):
     worst = max(r["output_diff"] for r in result["ranks"])
     return worst < TOL, worst, f"< {TOL:g}", (

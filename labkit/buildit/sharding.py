@@ -109,7 +109,8 @@ def rank_run(ctx, mod, cfg) -> dict:
     runs = []
     for cap in cfg["caps_bytes"]:
         model = mlp(cfg)
-        ddp = mod.BucketedDDP(model, cap / 2**20)
+        with CollectiveCounter():  # a window of its own (``from_hub``)
+            ddp = mod.BucketedDDP(model, cap / 2**20)
         for _ in range(cfg["steps"]):
             model.zero_grad(set_to_none=True)
             with Timeline() as t:
@@ -129,6 +130,30 @@ def rank_run(ctx, mod, cfg) -> dict:
         del ddp
         tdist.barrier()
     return {"runs": runs}
+
+
+def from_hub(result, windows):
+    """Each run's all-reduces and other ops from the grader's hub
+    (``labkit.buildit.counted``): per cap, the constructor's window, then
+    one per step (where each all-reduce was issued is the rank's own
+    timeline, one entry per all-reduce)."""
+    from labkit.buildit.counted import windows_of
+    cfg = result["config"]
+    per = cfg["steps"] + 1
+    ranks = []
+    for r, w in windows_of(result, windows, len(cfg["caps_bytes"]) * per):
+        steps = [win for i, win in enumerate(w) if i % per]
+        if len(r["runs"]) != len(steps):
+            raise ValueError(f"{len(r['runs'])} runs, not {len(steps)}")
+        runs = []
+        for run, win in zip(r["runs"], steps):
+            ar = [c[1] for c in win if c[0] == "all_reduce"]
+            if len(ar) != len(run["matmuls_at_issue"]):
+                raise ValueError("all-reduces the timeline did not see")
+            runs.append({**run, "all_reduce_bytes": ar, "other_ops": sorted(
+                {c[0] for c in win} - {"all_reduce"})})
+        ranks.append({**r, "runs": runs})
+    return {**result, "ranks": ranks}
 
 
 # --------------------------------------------------------------------------

@@ -121,8 +121,9 @@ def rank_run(ctx, mod, cfg) -> dict:
 
     w, r = ctx.world_size, ctx.rank
     full1, full2, x, dy = _pair(cfg)
-    col = mod.ColumnParallelLinear(full1, r, w)
-    row = mod.RowParallelLinear(full2, r, w)
+    with CollectiveCounter():     # a window of its own (``from_hub``)
+        col = mod.ColumnParallelLinear(full1, r, w)
+        row = mod.RowParallelLinear(full2, r, w)
     x = x.clone().requires_grad_()
     with CollectiveCounter() as fwd:
         y = row(nn.functional.gelu(col(x)))
@@ -132,13 +133,26 @@ def rank_run(ctx, mod, cfg) -> dict:
     def grad(p):
         g = getattr(p, "grad", None)
         return None if g is None else [list(g.shape), flat(g)]
+    with CollectiveCounter():     # the fused-QKV case: one window
+        attention = _rank_attention(mod, cfg, r, w)
     grads = {"input": grad(x), "column weight": grad(col.weight),
              "column bias": grad(col.bias), "row weight": grad(row.weight),
              "row bias": grad(row.bias)}
     return {"output": [list(y.shape), flat(y)], "grads": grads,
             "forward": [(c["op"], c["bytes"]) for c in fwd.records],
             "backward": [(c["op"], c["bytes"]) for c in bwd.records],
-            "attention": _rank_attention(mod, cfg, r, w)}
+            "attention": attention}
+
+
+def from_hub(result, windows):
+    """``forward`` and ``backward`` from the grader's hub
+    (``labkit.buildit.counted``): the constructors', the forward's, the
+    backward's and the fused case's windows."""
+    from labkit.buildit.counted import windows_of
+    return {**result, "ranks": [
+        {**r, "forward": [c[:2] for c in w[1]],
+         "backward": [c[:2] for c in w[2]]}
+        for r, w in windows_of(result, windows, 4)]}
 
 
 def _rank_attention(mod, cfg, r, w) -> dict:

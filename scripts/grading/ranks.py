@@ -1,22 +1,29 @@
 """A build-it rerun's ranks, forked from a process that imported torch once.
 
     ranks = fork_ranks("zero", source, config, world_size=2,
-                       work=Path("ranks"), timeout=90.0)
+                       work=Path("ranks"), timeout=90.0, hub=True)
 
 ``labkit.buildit.run`` starts ranks with torchrun: an agent and N fresh
 interpreters, each importing torch (about 1.7 s of CPU apiece, most of a
 small part's rerun). A grader reruns every build-it submission, so here
 the rerun's own process (``rerun.py``) imports torch and the rank side
 (``labkit.runs.buildit``) once and forks the N ranks: the same rank code,
-real processes joined by a real gloo group (``env://`` on the jail's
-loopback), without the N imports. torch is fork-safe while the parent has
-run no op (no thread pool yet): the parent only imports.
+real processes, without the N imports. torch is fork-safe while the parent
+has run no op (no thread pool yet): the parent only imports.
+
+With ``hub`` (every part whose harness has ``from_hub``), the ranks hold
+no gloo group: each rank's default group is the hub's (``proxy.py``), over
+a socket pair to this process, where the hub (``hub.py``) performs and
+counts every collective; ``hub`` in the result is that count, which the
+checks read instead of the ranks' own (``labkit.buildit.counted``).
+Without it, the ranks join a real gloo group (``env://`` on the jail's
+loopback).
 
 Each child first closes every file it inherited but stdout and stderr
-(which it points at its own log): stdin and the parent's pipe to the
-grader among them, so no rank can write a line the grader would read as
-the rerun's result; it is not dumpable (inherited), and the jail's
-seccomp filter forbids ptrace.
+(which it points at its own log) and its hub socket (as fd 3): stdin and
+the parent's pipe to the grader among them, so no rank can write a line
+the grader would read as the rerun's result; it is not dumpable
+(inherited), and the jail's seccomp filter forbids ptrace.
 """
 from __future__ import annotations
 
@@ -29,6 +36,9 @@ import time
 import traceback
 from pathlib import Path
 
+from grading import proxy
+from grading.hub import Hub
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -36,22 +46,31 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _child(rank: int, world: int, port: int, argv: list[str],
-           run_dir: Path) -> None:
-    # everything inherited goes, the parent's channel to the grader first
+def _child(rank: int, world: int, link, argv: list[str],
+           run_dir: Path, timeout_s: float) -> None:
+    # everything inherited goes, the parent's channel to the grader first;
+    # this rank's socket to the hub stays, as fd 3
     os.closerange(0, 1)
-    os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+    if isinstance(link, socket.socket):
+        os.dup2(link.fileno(), 3)
+        os.closerange(4, os.sysconf("SC_OPEN_MAX"))
+    else:
+        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
     log = os.open(str(run_dir / f"rank-{rank}.log"),
                   os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     os.dup2(log, 1)
     os.dup2(log, 2)
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank),
                       WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
-                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
                       LABKIT_BACKEND="gloo", LABKIT_RUN_DIR=str(run_dir),
                       OMP_NUM_THREADS="1")
+    if not isinstance(link, socket.socket):       # a gloo group: a port
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(link))
     code = 1
     try:
+        if isinstance(link, socket.socket):
+            pg = proxy.init(socket.socket(fileno=3), rank, world, timeout_s)
+            _mark_windows(pg)
         from labkit.runs import buildit as rank_side
         sys.argv = ["labkit.runs.buildit", *argv]
         rank_side.main()
@@ -63,10 +82,28 @@ def _child(rank: int, world: int, port: int, argv: list[str],
         os._exit(code)
 
 
+def _mark_windows(pg) -> None:
+    """Each ``CollectiveCounter`` window opens and closes at the hub too."""
+    from labkit.measure.collectives import CollectiveCounter as C
+    enter, leave = C.__enter__, C.__exit__
+
+    def __enter__(self):
+        pg.mark("open")
+        return enter(self)
+
+    def __exit__(self, *exc):
+        try:
+            return leave(self, *exc)
+        finally:
+            pg.mark("close")
+    C.__enter__, C.__exit__ = __enter__, __exit__
+
+
 def fork_ranks(lab: str, source: str, config: dict, world_size: int,
-               work: Path, timeout: float) -> dict:
+               work: Path, timeout: float, hub: bool = False) -> dict:
     """The result ``labkit.buildit.run(lab, sources={"student": source},
-    config=config)`` gives, from forked ranks."""
+    config=config)`` gives, from forked ranks; with ``hub``, their group
+    is the hub's (``proxy.py``) and ``hub`` holds its counts."""
     import torch  # noqa: F401 - imported once, here, for every rank
     import torch.distributed  # noqa: F401
     from labkit import buildit
@@ -79,20 +116,34 @@ def fork_ranks(lab: str, source: str, config: dict, world_size: int,
     run_dir = work / "run"
     run_dir.mkdir(exist_ok=True)
     argv = ["--lab", lab, "--config", json.dumps(cfg), "--code", str(code)]
-    port = _free_port()
-    pids = {}
+    pids, mine = {}, []
+    rank_timeout = float(cfg.get("rank_timeout_s", 30))
+    port = None if hub else _free_port()
     for r in range(world_size):
+        here, there = socket.socketpair() if hub else (None, None)
         pid = os.fork()
         if pid == 0:
-            _child(r, world_size, port, argv, run_dir)
+            _child(r, world_size, there or port, argv, run_dir,
+                   rank_timeout)
+        if hub:
+            there.close()
+            mine.append(here)
         pids[pid] = r
     ends, deadline = {}, time.monotonic() + timeout
-    while len(ends) < len(pids) and time.monotonic() < deadline:
-        pid, status = os.waitpid(-1, os.WNOHANG)
-        if pid in pids:
-            ends[pids[pid]] = status
-        elif pid == 0:
-            time.sleep(0.05)
+
+    def alive() -> bool:
+        while len(ends) < len(pids):
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                return True
+            if pid in pids:
+                ends[pids[pid]] = status
+        return False
+    counts = Hub(mine, timeout).serve(alive) if hub else None
+    for s in mine:
+        s.close()
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
     hung = [r for p, r in pids.items() if r not in ends]
     for p, r in pids.items():
         if r in hung:
@@ -107,7 +158,10 @@ def fork_ranks(lab: str, source: str, config: dict, world_size: int,
                            for r, s in sorted(ends.items()) if s) + ")")
         err = "your code crashed or hung a rank: " + why
         saved += [{"results": {"student": {"error": err}}}]
-    return buildit.collect(lab, cfg, {"student": source}, saved)["student"]
+    out = buildit.collect(lab, cfg, {"student": source}, saved)["student"]
+    if hub:
+        out["hub"] = counts
+    return out
 
 
 def _status(s: int) -> str:

@@ -1,0 +1,263 @@
+"""The hub: performs and counts every collective of a rerun's ranks.
+
+    counts = Hub(socks, timeout_s).serve(alive)     # in rerun.py's process
+
+Each rank's process group (``proxy.py``) sends its calls here as plain
+bytes. The hub matches the ranks' k-th collectives (the same operation,
+dtype and sizes, or every rank gets an error, as a real group would fail),
+computes the results in this process and answers each rank; a send waits
+here until its receive comes. Nothing a rank sends is run: headers are
+JSON, payloads raw tensor bytes.
+
+What it returns is this process's own count, per rank: ``windows`` (the
+calls of each counting window the rank's harness opened, in order, as
+``[op, bytes, dtype]`` per call; ``bytes`` as
+``labkit.measure.collectives`` defines them: the gathered output of an
+all-gather, the input of a reduce-scatter or an all-to-all), ``outside`` (what it did outside any window, barriers aside)
+and ``wire_bytes`` (what a ring would have sent: the floor
+``labkit.buildit.grade`` checks).
+"""
+from __future__ import annotations
+
+import selectors
+import time
+
+import torch
+
+from grading.proxy import recv_frame, send_frame
+
+_DTYPES = {str(d)[6:]: d for d in (torch.float32, torch.float64, torch.float16,
+                               torch.bfloat16, torch.int64, torch.int32,
+                               torch.int16, torch.int8, torch.uint8,
+                               torch.bool)}
+_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all",
+                "broadcast", "barrier")
+
+
+def _reduce(xs, how):
+    st = torch.stack(xs)
+    if how == "avg":
+        return st.sum(0) / len(xs)
+    return {"sum": st.sum, "max": st.amax, "min": st.amin,
+            "product": st.prod}[how](0)
+
+
+class Hub:
+    def __init__(self, socks: list, timeout_s: float):
+        self.socks, self.n = socks, len(socks)
+        self.deadline = time.monotonic() + timeout_s
+        self.pending = {}          # rank -> (header, tensor) of a collective
+        self.recvs = {}            # rank -> header of a waiting recv
+        self.mail = {}             # (src, dst, tag) -> [tensor, ...]
+        self.dead = set()
+        self.windows = [[] for _ in socks]
+        self.outside = [{} for _ in socks]
+        self.depth = [0] * self.n
+        self.wire = 0
+
+    # counting ----------------------------------------------------------
+    def _count(self, r: int, op: str, nbytes: int, dtype: str) -> None:
+        if self.depth[r] > 0:
+            self.windows[r][-1].append([op, nbytes, dtype])
+        elif op != "barrier":
+            self.outside[r][op] = self.outside[r].get(op, 0) + nbytes
+
+    def _mark(self, r: int, kind) -> None:
+        if kind == "open":
+            if self.depth[r] == 0:
+                self.windows[r].append([])
+            self.depth[r] += 1
+        elif kind == "close" and self.depth[r] > 0:
+            self.depth[r] -= 1
+
+    # answering ---------------------------------------------------------
+    def _answer(self, r: int, tensor=None, error=None) -> None:
+        if r in self.dead:
+            return
+        try:
+            if error:
+                send_frame(self.socks[r], {"error": error})
+            else:
+                data = b"" if tensor is None or not tensor.numel() else \
+                    tensor.contiguous().view(torch.uint8).numpy().tobytes()
+                send_frame(self.socks[r], {"ok": True}, data)
+        except OSError:
+            self.dead.add(r)
+
+    def _tensor(self, h: dict, payload: bytes):
+        dtype = _DTYPES.get(h.get("dtype"))
+        if dtype is None:
+            raise ValueError(f"dtype {h.get('dtype')!r} is not supported")
+        numel = [int(k) for k in h.get("numel", [])]
+        size = dtype.itemsize if hasattr(dtype, "itemsize") else \
+            torch.empty(0, dtype=dtype).element_size()
+        if sum(numel) * size != len(payload) or min(numel, default=0) < 0:
+            raise ValueError("a message whose sizes do not match its bytes")
+        flat = torch.frombuffer(bytearray(payload), dtype=dtype) \
+            if payload else torch.empty(0, dtype=dtype)
+        return flat, numel
+
+    def _collective(self) -> None:
+        calls = [self.pending[r] for r in range(self.n)]
+        self.pending.clear()
+        (h0, x0, _), n = calls[0], self.n
+        op = h0["op"]
+        same = all(h["op"] == op and h["dtype"] == h0["dtype"]
+                   for h, _, _ in calls)
+        if same and op in ("all_reduce", "reduce_scatter", "broadcast"):
+            same = all(h.get("reduce") == h0.get("reduce") and
+                       x.numel() == x0.numel() for h, x, _ in calls)
+        if not same:
+            for r in range(n):
+                self._answer(r, error="the ranks' collectives do not match "
+                             f"(rank 0: {op}, others: " + ", ".join(
+                                 sorted({h['op'] for h, _, _ in calls}))
+                             + ")")
+            return
+        es = x0.element_size()
+        outs = [None] * n
+        try:
+            if op == "all_reduce":
+                red = _reduce([x for _, x, _ in calls], h0["reduce"])
+                outs = [red] * n
+                counted, ring = x0.numel() * es, 2 * (n - 1) / n
+            elif op == "all_gather":
+                cat = torch.cat([x for _, x, _ in calls])
+                outs = [cat] * n
+                counted, ring = cat.numel() * es, (n - 1) / n
+            elif op == "reduce_scatter":
+                red = _reduce([x for _, x, _ in calls], h0["reduce"])
+                k = [int(h["out_numel"]) for h, _, _ in calls]
+                if sum(k) != red.numel():
+                    raise ValueError("reduce_scatter: shards do not add up")
+                outs = list(torch.split(red, k))
+                counted, ring = x0.numel() * es, (n - 1) / n
+            elif op == "all_to_all":
+                parts = []
+                for h, x, _ in calls:
+                    s = [int(v) for v in h.get("splits", [])]
+                    if len(s) != n or sum(s) != x.numel():
+                        raise ValueError("all_to_all: splits do not match")
+                    parts.append(torch.split(x, s))
+                outs = [torch.cat([parts[src][dst] for src in range(n)])
+                        for dst in range(n)]
+                for dst, (h, _, _) in enumerate(calls):
+                    if outs[dst].numel() != int(h["out_numel"]):
+                        raise ValueError("all_to_all: output sizes differ")
+                counted, ring = x0.numel() * es, (n - 1) / n
+            elif op == "broadcast":
+                root = int(h0.get("root", 0))
+                outs = [calls[root][1]] * n
+                counted, ring = x0.numel() * es, (n - 1) / n
+            else:                                  # barrier
+                counted, ring = 0, 0
+        except (ValueError, RuntimeError, IndexError) as e:
+            for r in range(n):
+                self._answer(r, error=f"{op}: {e}")
+            return
+        for r, (h, x, _) in enumerate(calls):
+            # an all-gather counts its output, the rest the rank's input
+            mine = counted if op in ("all_gather", "barrier") else \
+                x.numel() * es
+            self._count(r, op, mine, h["dtype"])
+            self.wire += int(ring * mine)
+            self._answer(r, outs[r])
+
+    def _deliver(self) -> None:
+        for dst, h in list(self.recvs.items()):
+            box = self.mail.get((int(h["peer"]), dst, int(h["tag"])))
+            if box:
+                t = box.pop(0)
+                del self.recvs[dst]
+                if t.numel() != int(h["out_numel"]) or \
+                        str(t.dtype)[6:] != h["dtype"]:
+                    self._answer(dst, error="recv: the message sent has "
+                                 "another size or dtype than the buffer")
+                    continue
+                self._count(dst, "recv", t.numel() * t.element_size(),
+                            h["dtype"])
+                self._answer(dst, t)
+
+    def _handle(self, r: int, h: dict, payload: bytes) -> None:
+        op = h.get("op")
+        if op == "mark":
+            self._mark(r, h.get("mark"))
+            self._answer(r)
+            return
+        x, _ = self._tensor(h, payload)
+        if op in _COLLECTIVES:
+            self.pending[r] = (h, x, payload)
+            if len(self.pending) == self.n:
+                self._collective()
+        elif op == "send":
+            dst = int(h["peer"])
+            if not 0 <= dst < self.n or dst == r:
+                raise ValueError(f"send to rank {dst}")
+            self.mail.setdefault((r, dst, int(h["tag"])), []).append(x)
+            nb = x.numel() * x.element_size()
+            self._count(r, "send", nb, h["dtype"])
+            self.wire += nb
+            self._answer(r)
+        elif op == "recv":
+            if not 0 <= int(h["peer"]) < self.n:
+                raise ValueError(f"recv from rank {h['peer']}")
+            self.recvs[r] = h
+        else:
+            raise ValueError(f"unknown operation {op!r}")
+        self._deliver()
+
+    def serve(self, alive) -> dict:
+        """Answer the ranks until every socket closed, ``alive()`` is
+        false or the deadline passed; the counts."""
+        threads = torch.get_num_threads()
+        # no intra-op pool in this process: it may fork ranks again
+        torch.set_num_threads(1)
+        try:
+            return self._serve(alive)
+        finally:
+            torch.set_num_threads(threads)
+
+    def _serve(self, alive) -> dict:
+        sel = selectors.DefaultSelector()
+        for r, s in enumerate(self.socks):
+            s.settimeout(30.0)
+            sel.register(s, selectors.EVENT_READ, r)
+        while len(self.dead) < self.n and time.monotonic() < self.deadline:
+            events = sel.select(timeout=0.05)
+            if not events and not alive():
+                break
+            for key, _ in events:
+                r = key.data
+                try:
+                    h, payload = recv_frame(key.fileobj)
+                except (ConnectionError, OSError, ValueError):
+                    self._drop(r, sel)     # closed, or not our protocol
+                    continue
+                try:
+                    self._handle(r, h, payload)
+                except Exception as e:  # noqa: BLE001 - the rank's data
+                    self._answer(r, error="the grader refused a call: "
+                                 f"{type(e).__name__}: {str(e)[:200]}")
+            if self.pending and any(r in self.dead for r in range(self.n)):
+                for r in list(self.pending):
+                    self._answer(r, error="another rank ended before this "
+                                 "collective (Connection closed)")
+                self.pending.clear()
+        sel.close()
+        return {"windows": self.windows, "outside": self.outside,
+                "wire_bytes": self.wire}
+
+    def _drop(self, r: int, sel) -> None:
+        self.dead.add(r)
+        try:
+            sel.unregister(self.socks[r])
+        except (KeyError, ValueError):
+            pass
+        self.pending.pop(r, None)
+        self.recvs.pop(r, None)
+        for dst, h in list(self.recvs.items()):     # never to come
+            if int(h["peer"]) == r and not self.mail.get((r, dst,
+                                                          int(h["tag"]))):
+                del self.recvs[dst]
+                self._answer(dst, error=f"rank {r} ended before it sent "
+                             "(Connection closed)")
