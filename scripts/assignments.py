@@ -185,6 +185,55 @@ def build(name: str, master: Path, timeout: float) -> dict:
     return {"name": name, "status": "ok", "seconds": seconds, "log": ""}
 
 
+# One process makes every handout: ``otter assign`` spends ~7 CPU-s
+# importing (nbconvert, pandas, jsonschema's IRI grammar) and well under
+# one making a student notebook, and chdirs (so one master at a time).
+HANDOUT = """import json, sys, traceback
+from otter.assign import main as assign
+for master, out in json.loads(sys.argv[1]):
+    try:
+        assign(master, out, no_pdfs=True, no_run_tests=True)
+        print("HANDOUT-OK", master, flush=True)
+    except BaseException as e:
+        traceback.print_exc()
+        line = (str(e).strip().splitlines() or [type(e).__name__])[-1]
+        print("HANDOUT-ERR", master, type(e).__name__ + ": " + line[:200],
+              flush=True)
+"""
+
+
+def _handouts(masters: dict[str, Path], dest: Path,
+              timeout: float) -> list[Path]:
+    """The student notebooks of ``masters`` in ``dest``, made by one
+    ``otter assign --no-run-tests --no-pdfs`` process for all (what
+    ``handout`` says)."""
+    env = dict(os.environ, PYTHONPATH=checkout_pythonpath())
+    with tempfile.TemporaryDirectory(prefix="handout-") as tmp:
+        jobs = [(str(m), str(Path(tmp) / n)) for n, m in masters.items()]
+        rc, log = run_group([sys.executable, "-c", HANDOUT,
+                             json.dumps(jobs)], timeout, cwd=tmp, env=env)
+        errors = dict(line.split(" ", 2)[1:] for line in log.splitlines()
+                      if line.startswith("HANDOUT-ERR "))
+        out = []
+        for name, master in masters.items():
+            student = Path(tmp) / name / "student" / master.name
+            if not student.exists():
+                why = errors.get(str(master)) or (
+                    f"no result after {timeout:.0f} s: killed" if rc is None
+                    else (log.strip().splitlines()[-1:] or ["no output"])[0])
+                raise SystemExit(f"assignments: no student notebook for "
+                                 f"{name} (otter assign: {why[:200]})")
+            bad = leaked(student) or uncompilable(student)
+            if bad:
+                raise SystemExit(f"assignments: the student notebook of "
+                                 f"{name} is not fit to hand out: {bad[0]}")
+            find_notebook(student, name)
+            dest.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(student, dest / master.name)
+            out.append(dest / master.name)
+    return out
+
+
 def handout(name: str, master: Path, dest: Path,
             timeout: float = 300.0) -> Path:
     """The student notebook of one master in ``dest`` (what the book's lab
@@ -193,42 +242,25 @@ def handout(name: str, master: Path, dest: Path,
     ``make assignments`` is where the solutions are checked. The same
     checks for leaks and cells that do not compile; a failure is one
     line (SystemExit)."""
-    env = dict(os.environ, PYTHONPATH=checkout_pythonpath())
-    with tempfile.TemporaryDirectory(prefix=f"handout-{name}-") as tmp:
-        rc, log = run_group([sys.executable, "-m", "otter", "assign",
-                             "--no-run-tests", "--no-pdfs", str(master),
-                             str(Path(tmp) / "out")], timeout, cwd=tmp,
-                            env=env)
-        student = Path(tmp) / "out" / "student" / master.name
-        if rc != 0 or not student.exists():
-            tail = log.strip().splitlines()[-1:] or ["no output"]
-            raise SystemExit(f"assignments: no student notebook for {name}"
-                             f" (otter assign: {tail[0][:200]})")
-        bad = leaked(student) or uncompilable(student)
-        if bad:
-            raise SystemExit(f"assignments: the student notebook of {name} "
-                             f"is not fit to hand out: {bad[0]}")
-        find_notebook(student, name)
-        dest.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(student, dest / master.name)
-    return dest / master.name
+    return _handouts({name: master}, dest, timeout)[0]
 
 
-def handouts(dest: Path, jobs: int = 3) -> list[Path]:
+def handouts(dest: Path, timeout: float = 600.0) -> list[Path]:
     """Every master's student notebook in ``dest``: the copy ``make
     assignments`` built (solutions checked) where it is newer than its
-    master, else a fresh ``handout``."""
-    def one(item):
-        name, master = item
+    master, else a fresh ``handout`` (all of those in one process)."""
+    masters, fresh = discover(), {}
+    for name, master in masters.items():
         built = OUT / "student" / master.name
         if built.exists() and built.stat().st_mtime >= \
                 master.stat().st_mtime and not leaked(built):
             dest.mkdir(parents=True, exist_ok=True)
             shutil.copy2(built, dest / master.name)
-            return dest / master.name
-        return handout(name, master, dest)
-    with ThreadPoolExecutor(max(1, jobs)) as pool:
-        return list(pool.map(one, discover().items()))
+        else:
+            fresh[name] = master
+    if fresh:
+        _handouts(fresh, dest, timeout)
+    return [dest / m.name for m in masters.values()]
 
 
 def main(argv=None) -> int:
