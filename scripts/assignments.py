@@ -43,7 +43,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -150,77 +149,84 @@ def setup_cells(master: Path) -> list[str]:
     return out
 
 
-def build(name: str, master: Path, timeout: float) -> dict:
-    t0 = time.perf_counter()
-    env = dict(os.environ, PYTHONPATH=checkout_pythonpath())
-    with tempfile.TemporaryDirectory(prefix=f"assign-{name}-") as tmp:
-        rc, log = run_group([sys.executable, "-m", "otter", "assign",
-                             str(master), str(Path(tmp) / "out")],
-                            timeout, cwd=tmp, env=env)
-        seconds = time.perf_counter() - t0
-        if rc is None:
-            return {"name": name, "status": "TIMEOUT", "seconds": seconds,
-                    "log": log + f"\nno result after {timeout:.0f} s: killed"}
-        student = Path(tmp) / "out" / "student" / master.name
-        solution = Path(tmp) / "out" / "autograder" / master.name
-        zips = sorted((Path(tmp) / "out" / "autograder").glob("*.zip"))
-        if rc != 0 or not student.exists() or not zips:
-            return {"name": name, "status": "FAILED", "seconds": seconds,
-                    "log": log}
-        bad = leaked(student)
-        if bad:
-            return {"name": name, "status": "FAILED", "seconds": seconds,
-                    "log": f"student notebook still holds {bad}"}
-        broken = uncompilable(student)
-        if broken:
-            return {"name": name, "status": "FAILED", "seconds": seconds,
-                    "log": "student cells that do not compile as handed "
-                    "out:\n  " + "\n  ".join(broken)}
-        find_notebook(student, name)
-        for sub in ("student", "autograder", "solution"):
-            (OUT / sub).mkdir(parents=True, exist_ok=True)
-        shutil.copy2(student, OUT / "student" / master.name)
-        shutil.copy2(solution, OUT / "solution" / master.name)
-        shutil.copy2(zips[-1], OUT / "autograder" / f"{name}.zip")
+def _finish(name: str, master: Path, folder: Path, rc, seconds: float,
+            log: str) -> dict:
+    """One master's row of ``build_all``: its student notebook, answer
+    key and autograder copied to ``OUT`` when otter made them and they
+    pass the checks."""
+    if rc is None:
+        return {"name": name, "status": "TIMEOUT", "seconds": seconds,
+                "log": log + f"\nno result after {seconds:.0f} s: killed"}
+    student = folder / "out" / "student" / master.name
+    solution = folder / "out" / "autograder" / master.name
+    zips = sorted((folder / "out" / "autograder").glob("*.zip"))
+    if rc != 0 or not student.exists() or not zips:
+        return {"name": name, "status": "FAILED", "seconds": seconds,
+                "log": log}
+    bad = leaked(student)
+    if bad:
+        return {"name": name, "status": "FAILED", "seconds": seconds,
+                "log": f"student notebook still holds {bad}"}
+    broken = uncompilable(student)
+    if broken:
+        return {"name": name, "status": "FAILED", "seconds": seconds,
+                "log": "student cells that do not compile as handed "
+                "out:\n  " + "\n  ".join(broken)}
+    find_notebook(student, name)
+    for sub in ("student", "autograder", "solution"):
+        (OUT / sub).mkdir(parents=True, exist_ok=True)
+    shutil.copy2(student, OUT / "student" / master.name)
+    shutil.copy2(solution, OUT / "solution" / master.name)
+    shutil.copy2(zips[-1], OUT / "autograder" / f"{name}.zip")
     return {"name": name, "status": "ok", "seconds": seconds, "log": ""}
 
 
-# One process makes every handout: ``otter assign`` spends ~7 CPU-s
-# importing (nbconvert, pandas, jsonschema's IRI grammar) and well under
-# one making a student notebook, and chdirs (so one master at a time).
-HANDOUT = """import json, sys, traceback
-from otter.assign import main as assign
-for master, out in json.loads(sys.argv[1]):
-    try:
-        assign(master, out, no_pdfs=True, no_run_tests=True)
-        print("HANDOUT-OK", master, flush=True)
-    except BaseException as e:
-        traceback.print_exc()
-        line = (str(e).strip().splitlines() or [type(e).__name__])[-1]
-        print("HANDOUT-ERR", master, type(e).__name__ + ": " + line[:200],
-              flush=True)
-"""
+def build_all(masters: list[tuple[str, Path]], jobs: int,
+              timeout: float) -> list[dict]:
+    """``otter assign`` each master (``jobs`` at a time, in this order,
+    each within ``timeout`` seconds; one otter import for all:
+    scripts/otter_once.py) and check what it made; one row per master."""
+    from otter_once import assign_all
+    env = dict(os.environ, PYTHONPATH=checkout_pythonpath())
+    with tempfile.TemporaryDirectory(prefix="assign-") as tmp:
+        items = [(n, m, Path(tmp) / n) for n, m in masters]
+        done, zlog = assign_all(items, jobs, timeout, True, env)
+        rows = []
+        for name, master, folder in items:
+            rc, seconds = done[name]
+            f = folder / "otter.log"
+            log = (f.read_text(errors="replace") if f.exists() else "") \
+                or zlog
+            rows.append(_finish(name, master, folder, rc, seconds, log))
+    return rows
+
+
+def build(name: str, master: Path, timeout: float) -> dict:
+    """``build_all`` of one master."""
+    return build_all([(name, master)], 1, timeout)[0]
 
 
 def _handouts(masters: dict[str, Path], dest: Path,
               timeout: float) -> list[Path]:
-    """The student notebooks of ``masters`` in ``dest``, made by one
-    ``otter assign --no-run-tests --no-pdfs`` process for all (what
-    ``handout`` says)."""
+    """The student notebooks of ``masters`` in ``dest``, made by
+    ``otter assign --no-run-tests --no-pdfs`` (one otter import for all:
+    scripts/otter_once.py); what ``handout`` says."""
+    from otter_once import assign_all
     env = dict(os.environ, PYTHONPATH=checkout_pythonpath())
     with tempfile.TemporaryDirectory(prefix="handout-") as tmp:
-        jobs = [(str(m), str(Path(tmp) / n)) for n, m in masters.items()]
-        rc, log = run_group([sys.executable, "-c", HANDOUT,
-                             json.dumps(jobs)], timeout, cwd=tmp, env=env)
-        errors = dict(line.split(" ", 2)[1:] for line in log.splitlines()
-                      if line.startswith("HANDOUT-ERR "))
+        items = [(n, m, Path(tmp) / n) for n, m in masters.items()]
+        done, zlog = assign_all(items, 1, timeout, False, env)
         out = []
-        for name, master in masters.items():
-            student = Path(tmp) / name / "student" / master.name
+        for name, master, folder in items:
+            student = folder / "out" / "student" / master.name
             if not student.exists():
-                why = errors.get(str(master)) or (
-                    f"no result after {timeout:.0f} s: killed" if rc is None
-                    else (log.strip().splitlines()[-1:] or ["no output"])[0])
+                rc, seconds = done[name]
+                f = folder / "otter.log"
+                log = (f.read_text(errors="replace") if f.exists() else "") \
+                    or zlog
+                tail = log.strip().splitlines()[-1:] or ["no output"]
+                why = (f"no result after {seconds:.0f} s: killed"
+                       if rc is None else tail[0])
                 raise SystemExit(f"assignments: no student notebook for "
                                  f"{name} (otter assign: {why[:200]})")
             bad = leaked(student) or uncompilable(student)
@@ -248,7 +254,7 @@ def handout(name: str, master: Path, dest: Path,
 def handouts(dest: Path, timeout: float = 600.0) -> list[Path]:
     """Every master's student notebook in ``dest``: the copy ``make
     assignments`` built (solutions checked) where it is newer than its
-    master, else a fresh ``handout`` (all of those in one process)."""
+    master, else a fresh ``handout`` (all of those in one otter)."""
     masters, fresh = discover(), {}
     for name, master in masters.items():
         built = OUT / "student" / master.name
@@ -281,8 +287,7 @@ def main(argv=None) -> int:
     # the masters that launch real runs take longest: start them first
     order = sorted(masters.items(),
                    key=lambda kv: "launch(" not in kv[1].read_text())
-    with ThreadPoolExecutor(max(1, a.jobs)) as pool:
-        rows = list(pool.map(lambda kv: build(*kv, a.timeout), order))
+    rows = build_all(order, a.jobs, a.timeout)
     rows.sort(key=lambda r: r["name"])
     for r in rows:
         if r["status"] != "ok":
