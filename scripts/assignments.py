@@ -190,15 +190,18 @@ def build_all(masters: list[tuple[str, Path]], jobs: int,
     env = dict(os.environ, PYTHONPATH=checkout_pythonpath())
     with tempfile.TemporaryDirectory(prefix="assign-") as tmp:
         items = [(n, m, Path(tmp) / n) for n, m in masters]
-        done, zlog = assign_all(items, jobs, timeout, True, env)
-        rows = []
-        for name, master, folder in items:
-            rc, seconds = done[name]
-            f = folder / "otter.log"
-            log = (f.read_text(errors="replace") if f.exists() else "") \
-                or zlog
-            rows.append(_finish(name, master, folder, rc, seconds, log))
-    return rows
+        rows = {}
+
+        def finish(name, rc, seconds):   # as each ends: kept if the rest
+            f = Path(tmp) / name / "otter.log"   # is interrupted
+            log = f.read_text(errors="replace") if f.exists() else ""
+            rows[name] = _finish(name, dict(masters)[name], Path(tmp) / name,
+                                 rc, seconds, log)
+        _, zygote = assign_all(items, jobs, timeout, True, env, finish)
+    for r in rows.values():     # no log of its own: the zygote's says why
+        if r["status"] != "ok" and not r["log"].strip():
+            r["log"] = zygote
+    return [rows[n] for n, _ in masters]
 
 
 def build(name: str, master: Path, timeout: float) -> dict:

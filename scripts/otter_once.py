@@ -24,7 +24,11 @@ from __future__ import annotations
 
 import json
 import os
+import queue
+import signal
+import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -90,28 +94,51 @@ while queue or running:
 
 
 def assign_all(jobs: list[tuple[str, Path, Path]], width: int,
-               timeout: float, run_tests: bool,
-               env: dict | None = None) -> tuple[dict, str]:
+               timeout: float, run_tests: bool, env: dict | None = None,
+               on_done=None) -> tuple[dict, str]:
     """``{name: (rc, seconds)}`` (rc None: killed at ``timeout``) for each
     ``(name, master, folder)``, started in that order, and the zygote's
-    own output (a traceback if it failed before the first fork)."""
-    from assignments import run_group
+    own output (a traceback if it failed before the first fork).
+    ``on_done(name, rc, seconds)`` is called as each master ends, so what
+    is done is kept even if the rest is then interrupted."""
     width = max(1, width)
-    rounds = -(-len(jobs) // width)
     for _, _, folder in jobs:
         Path(folder).mkdir(parents=True, exist_ok=True)
     arg = json.dumps([[[n, str(m), str(f)] for n, m, f in jobs], width,
                       timeout, run_tests])
-    t0 = time.perf_counter()
-    rc, log = run_group([sys.executable, "-c", ZYGOTE, arg],
-                        timeout * rounds + 120, env=env or os.environ,
-                        cwd=jobs[0][2] if jobs else None)
-    done = {}
-    for line in log.splitlines():
-        if line.startswith("ASSIGNED "):
-            name, code, seconds = json.loads(line[len("ASSIGNED "):])
-            done[name] = (code, seconds)
-    for name, _, _ in jobs:     # the zygote died or was killed
-        done.setdefault(name, (None if rc is None else 1,
-                               time.perf_counter() - t0))
-    return done, log
+    t0 = time.monotonic()
+    deadline = t0 + timeout * -(-len(jobs) // width) + 120
+    proc = subprocess.Popen([sys.executable, "-c", ZYGOTE, arg],
+                            stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, env=env or os.environ,
+                            cwd=jobs[0][2] if jobs else None)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: ([lines.put(x) for x in proc.stdout],
+                                     lines.put(None)), daemon=True).start()
+    done, log, killed = {}, [], False
+    try:
+        while True:
+            try:
+                line = lines.get(timeout=max(0, deadline - time.monotonic()))
+            except queue.Empty:
+                killed = True
+                break
+            if line is None:
+                break       # the zygote is gone
+            log.append(line)
+            if line.startswith("ASSIGNED "):
+                name, rc, seconds = json.loads(line[len("ASSIGNED "):])
+                done[name] = (rc, seconds)
+                if on_done:
+                    on_done(name, rc, seconds)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    for name, _, _ in jobs:     # the zygote was killed, or died, first
+        if name not in done:
+            done[name] = (None if killed else 1, time.monotonic() - t0)
+            if on_done:
+                on_done(name, *done[name])
+    return done, "".join(log)
