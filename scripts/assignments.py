@@ -31,6 +31,8 @@ first cell finds its own file whatever the student renamed it to
 (``find_notebook``). Masters are discovered by
 glob, so a new lab's master needs no change here. Every build has a time
 limit; the table at the end gives each master's status and seconds.
+Otter is imported once for all masters (scripts/otter_once.py: each
+master is still its own process, forked from that one).
 """
 from __future__ import annotations
 
@@ -277,8 +279,7 @@ def main(argv=None) -> int:
     ap.add_argument("--only", action="append", default=[],
                     help="just this lab (e.g. 'memory'); repeatable")
     ap.add_argument("--jobs", type=int, default=3,
-                    help="masters built at once (default 3: on 2 cores a "
-                    "third hides otter's start-up, which waits on imports)")
+                    help="masters built at once (default 3)")
     ap.add_argument("--timeout", type=float, default=600.0,
                     help="seconds per master (default 600)")
     a = ap.parse_args(argv)

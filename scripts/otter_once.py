@@ -38,6 +38,7 @@ from otter import logging as otter_logging
 from otter.assign import main as assign
 jobs, width, timeout, run_tests = json.loads(sys.argv[1])
 libc = ctypes.CDLL(None, use_errno=True)
+print("READY", flush=True)      # imported: the builds' clock starts
 
 
 def child(master, folder):
@@ -93,6 +94,9 @@ while queue or running:
 '''
 
 
+IMPORT_S = 900   # the zygote's imports: ~4 s idle, minutes on a loaded box
+
+
 def assign_all(jobs: list[tuple[str, Path, Path]], width: int,
                timeout: float, run_tests: bool, env: dict | None = None,
                on_done=None) -> tuple[dict, str]:
@@ -107,7 +111,7 @@ def assign_all(jobs: list[tuple[str, Path, Path]], width: int,
     arg = json.dumps([[[n, str(m), str(f)] for n, m, f in jobs], width,
                       timeout, run_tests])
     t0 = time.monotonic()
-    deadline = t0 + timeout * -(-len(jobs) // width) + 120
+    deadline = t0 + IMPORT_S     # until the zygote says READY
     proc = subprocess.Popen([sys.executable, "-c", ZYGOTE, arg],
                             stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True,
@@ -127,7 +131,10 @@ def assign_all(jobs: list[tuple[str, Path, Path]], width: int,
             if line is None:
                 break       # the zygote is gone
             log.append(line)
-            if line.startswith("ASSIGNED "):
+            if line == "READY\n":
+                deadline = time.monotonic() + \
+                    timeout * -(-len(jobs) // width) + 120
+            elif line.startswith("ASSIGNED "):
                 name, rc, seconds = json.loads(line[len("ASSIGNED "):])
                 done[name] = (rc, seconds)
                 if on_done:
