@@ -40,8 +40,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -68,20 +66,6 @@ def discover(only: list[str] | None = None) -> dict[str, Path]:
         found = {k: p for k, p in found.items()
                  if k in only or k.partition("_")[2] in only}
     return found
-
-
-def run_group(cmd: list[str], timeout: float, **kw) -> tuple[int, str]:
-    """Run ``cmd`` in its own session; on timeout kill the whole group."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True, **kw)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-        return proc.returncode, out
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        return None, out
 
 
 def leaked(student: Path) -> list[str]:

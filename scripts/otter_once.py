@@ -1,8 +1,9 @@
 """``otter assign`` over many masters, importing otter once.
 
     from otter_once import assign_all
-    assign_all([(name, master, folder), ...], jobs=2, timeout=600,
-               run_tests=True)     # -> {name: (rc or None, seconds)}
+    done, log = assign_all([(name, master, folder), ...], width=2,
+                           timeout=600, run_tests=True)
+    # done: {name: (rc, seconds)}, rc None = killed at its time limit
 
 Used by scripts/assignments.py (``build`` and ``handouts``); not a command
 of its own. Each master's results land in ``folder/out`` (what ``otter
@@ -12,12 +13,12 @@ Why: one ``otter assign`` process spends ~7 CPU-s importing (nbconvert,
 pandas, jsonschema's IRI grammar) before it reads the master, more than a
 handout takes and a large share of a master whose solutions are formulas.
 Here one process (``ZYGOTE``) imports what the ``otter`` command imports,
-then forks one child per master, ``jobs`` at a time: each child is what
+then forks one child per master, ``width`` at a time: each child is what
 ``otter assign`` would have been (its own session, folder and log, the
 solutions run against their tests by otter's own code in a fresh
 kernel), started without the imports. A child past ``timeout`` is killed
-with its process group (rc None), as ``run_group`` kills an ``otter``
-process; a child dies with the zygote (``PR_SET_PDEATHSIG``), so killing
+with its process group (rc None), as a timed-out ``otter`` process
+was; a child dies with the zygote (``PR_SET_PDEATHSIG``), so killing
 the zygote at its own time limit leaves no build running.
 """
 from __future__ import annotations
