@@ -31,6 +31,8 @@ first cell finds its own file whatever the student renamed it to
 (``find_notebook``). Masters are discovered by
 glob, so a new lab's master needs no change here. Every build has a time
 limit; the table at the end gives each master's status and seconds.
+Otter is imported once for all masters (scripts/otter_once.py: each
+master is still its own process, forked from that one).
 """
 from __future__ import annotations
 
@@ -38,12 +40,9 @@ import argparse
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,20 +66,6 @@ def discover(only: list[str] | None = None) -> dict[str, Path]:
         found = {k: p for k, p in found.items()
                  if k in only or k.partition("_")[2] in only}
     return found
-
-
-def run_group(cmd: list[str], timeout: float, **kw) -> tuple[int, str]:
-    """Run ``cmd`` in its own session; on timeout kill the whole group."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True, **kw)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-        return proc.returncode, out
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        return None, out
 
 
 def leaked(student: Path) -> list[str]:
@@ -150,39 +135,98 @@ def setup_cells(master: Path) -> list[str]:
     return out
 
 
-def build(name: str, master: Path, timeout: float) -> dict:
-    t0 = time.perf_counter()
-    env = dict(os.environ, PYTHONPATH=checkout_pythonpath())
-    with tempfile.TemporaryDirectory(prefix=f"assign-{name}-") as tmp:
-        rc, log = run_group([sys.executable, "-m", "otter", "assign",
-                             str(master), str(Path(tmp) / "out")],
-                            timeout, cwd=tmp, env=env)
-        seconds = time.perf_counter() - t0
-        if rc is None:
-            return {"name": name, "status": "TIMEOUT", "seconds": seconds,
-                    "log": log + f"\nno result after {timeout:.0f} s: killed"}
-        student = Path(tmp) / "out" / "student" / master.name
-        solution = Path(tmp) / "out" / "autograder" / master.name
-        zips = sorted((Path(tmp) / "out" / "autograder").glob("*.zip"))
-        if rc != 0 or not student.exists() or not zips:
-            return {"name": name, "status": "FAILED", "seconds": seconds,
-                    "log": log}
-        bad = leaked(student)
-        if bad:
-            return {"name": name, "status": "FAILED", "seconds": seconds,
-                    "log": f"student notebook still holds {bad}"}
-        broken = uncompilable(student)
-        if broken:
-            return {"name": name, "status": "FAILED", "seconds": seconds,
-                    "log": "student cells that do not compile as handed "
-                    "out:\n  " + "\n  ".join(broken)}
-        find_notebook(student, name)
-        for sub in ("student", "autograder", "solution"):
-            (OUT / sub).mkdir(parents=True, exist_ok=True)
-        shutil.copy2(student, OUT / "student" / master.name)
-        shutil.copy2(solution, OUT / "solution" / master.name)
-        shutil.copy2(zips[-1], OUT / "autograder" / f"{name}.zip")
+def _finish(name: str, master: Path, folder: Path, rc, seconds: float,
+            log: str) -> dict:
+    """One master's row of ``build_all``: its student notebook, answer
+    key and autograder copied to ``OUT`` when otter made them and they
+    pass the checks."""
+    if rc is None:
+        return {"name": name, "status": "TIMEOUT", "seconds": seconds,
+                "log": log + f"\nno result after {seconds:.0f} s: killed"}
+    student = folder / "out" / "student" / master.name
+    solution = folder / "out" / "autograder" / master.name
+    zips = sorted((folder / "out" / "autograder").glob("*.zip"))
+    if rc != 0 or not student.exists() or not zips:
+        return {"name": name, "status": "FAILED", "seconds": seconds,
+                "log": log}
+    bad = leaked(student)
+    if bad:
+        return {"name": name, "status": "FAILED", "seconds": seconds,
+                "log": f"student notebook still holds {bad}"}
+    broken = uncompilable(student)
+    if broken:
+        return {"name": name, "status": "FAILED", "seconds": seconds,
+                "log": "student cells that do not compile as handed "
+                "out:\n  " + "\n  ".join(broken)}
+    find_notebook(student, name)
+    for sub in ("student", "autograder", "solution"):
+        (OUT / sub).mkdir(parents=True, exist_ok=True)
+    shutil.copy2(student, OUT / "student" / master.name)
+    shutil.copy2(solution, OUT / "solution" / master.name)
+    shutil.copy2(zips[-1], OUT / "autograder" / f"{name}.zip")
     return {"name": name, "status": "ok", "seconds": seconds, "log": ""}
+
+
+def build_all(masters: list[tuple[str, Path]], jobs: int,
+              timeout: float) -> list[dict]:
+    """``otter assign`` each master (``jobs`` at a time, in this order,
+    each within ``timeout`` seconds; one otter import for all:
+    scripts/otter_once.py) and check what it made; one row per master."""
+    from otter_once import assign_all
+    env = dict(os.environ, PYTHONPATH=checkout_pythonpath())
+    with tempfile.TemporaryDirectory(prefix="assign-") as tmp:
+        items = [(n, m, Path(tmp) / n) for n, m in masters]
+        rows = {}
+
+        def finish(name, rc, seconds):   # as each ends: kept if the rest
+            f = Path(tmp) / name / "otter.log"   # is interrupted
+            log = f.read_text(errors="replace") if f.exists() else ""
+            rows[name] = _finish(name, dict(masters)[name], Path(tmp) / name,
+                                 rc, seconds, log)
+        _, zygote = assign_all(items, jobs, timeout, True, env, finish)
+    for r in rows.values():     # no log of its own: the zygote's says why
+        if r["status"] != "ok" and not r["log"].strip():
+            r["log"] = zygote
+    return [rows[n] for n, _ in masters]
+
+
+def build(name: str, master: Path, timeout: float) -> dict:
+    """``build_all`` of one master."""
+    return build_all([(name, master)], 1, timeout)[0]
+
+
+def _handouts(masters: dict[str, Path], dest: Path,
+              timeout: float) -> list[Path]:
+    """The student notebooks of ``masters`` in ``dest``, made by
+    ``otter assign --no-run-tests --no-pdfs`` (one otter import for all:
+    scripts/otter_once.py); what ``handout`` says."""
+    from otter_once import assign_all
+    env = dict(os.environ, PYTHONPATH=checkout_pythonpath())
+    with tempfile.TemporaryDirectory(prefix="handout-") as tmp:
+        items = [(n, m, Path(tmp) / n) for n, m in masters.items()]
+        done, zlog = assign_all(items, 1, timeout, False, env)
+        out = []
+        for name, master, folder in items:
+            student = folder / "out" / "student" / master.name
+            if not student.exists():
+                rc, seconds = done[name]
+                f = folder / "otter.log"
+                log = (f.read_text(errors="replace") if f.exists() else "") \
+                    or zlog
+                tail = log.strip().splitlines()[-1:] or ["no output"]
+                why = (f"no result after {seconds:.0f} s: killed"
+                       if rc is None else tail[0])
+                raise SystemExit(f"assignments: no student notebook for "
+                                 f"{name} (otter assign: {why[:200]})")
+            bad = leaked(student) or uncompilable(student)
+            if bad:
+                raise SystemExit(f"assignments: the student notebook of "
+                                 f"{name} is not fit to hand out: {bad[0]}")
+            find_notebook(student, name)
+            dest.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(student, dest / master.name)
+            out.append(dest / master.name)
+    return out
 
 
 def handout(name: str, master: Path, dest: Path,
@@ -193,42 +237,25 @@ def handout(name: str, master: Path, dest: Path,
     ``make assignments`` is where the solutions are checked. The same
     checks for leaks and cells that do not compile; a failure is one
     line (SystemExit)."""
-    env = dict(os.environ, PYTHONPATH=checkout_pythonpath())
-    with tempfile.TemporaryDirectory(prefix=f"handout-{name}-") as tmp:
-        rc, log = run_group([sys.executable, "-m", "otter", "assign",
-                             "--no-run-tests", "--no-pdfs", str(master),
-                             str(Path(tmp) / "out")], timeout, cwd=tmp,
-                            env=env)
-        student = Path(tmp) / "out" / "student" / master.name
-        if rc != 0 or not student.exists():
-            tail = log.strip().splitlines()[-1:] or ["no output"]
-            raise SystemExit(f"assignments: no student notebook for {name}"
-                             f" (otter assign: {tail[0][:200]})")
-        bad = leaked(student) or uncompilable(student)
-        if bad:
-            raise SystemExit(f"assignments: the student notebook of {name} "
-                             f"is not fit to hand out: {bad[0]}")
-        find_notebook(student, name)
-        dest.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(student, dest / master.name)
-    return dest / master.name
+    return _handouts({name: master}, dest, timeout)[0]
 
 
-def handouts(dest: Path, jobs: int = 3) -> list[Path]:
+def handouts(dest: Path, timeout: float = 600.0) -> list[Path]:
     """Every master's student notebook in ``dest``: the copy ``make
     assignments`` built (solutions checked) where it is newer than its
-    master, else a fresh ``handout``."""
-    def one(item):
-        name, master = item
+    master, else a fresh ``handout`` (all of those in one otter)."""
+    masters, fresh = discover(), {}
+    for name, master in masters.items():
         built = OUT / "student" / master.name
         if built.exists() and built.stat().st_mtime >= \
                 master.stat().st_mtime and not leaked(built):
             dest.mkdir(parents=True, exist_ok=True)
             shutil.copy2(built, dest / master.name)
-            return dest / master.name
-        return handout(name, master, dest)
-    with ThreadPoolExecutor(max(1, jobs)) as pool:
-        return list(pool.map(one, discover().items()))
+        else:
+            fresh[name] = master
+    if fresh:
+        _handouts(fresh, dest, timeout)
+    return [dest / m.name for m in masters.values()]
 
 
 def main(argv=None) -> int:
@@ -236,8 +263,7 @@ def main(argv=None) -> int:
     ap.add_argument("--only", action="append", default=[],
                     help="just this lab (e.g. 'memory'); repeatable")
     ap.add_argument("--jobs", type=int, default=3,
-                    help="masters built at once (default 3: on 2 cores a "
-                    "third hides otter's start-up, which waits on imports)")
+                    help="masters built at once (default 3)")
     ap.add_argument("--timeout", type=float, default=600.0,
                     help="seconds per master (default 600)")
     a = ap.parse_args(argv)
@@ -249,8 +275,7 @@ def main(argv=None) -> int:
     # the masters that launch real runs take longest: start them first
     order = sorted(masters.items(),
                    key=lambda kv: "launch(" not in kv[1].read_text())
-    with ThreadPoolExecutor(max(1, a.jobs)) as pool:
-        rows = list(pool.map(lambda kv: build(*kv, a.timeout), order))
+    rows = build_all(order, a.jobs, a.timeout)
     rows.sort(key=lambda r: r["name"])
     for r in rows:
         if r["status"] != "ok":
