@@ -24,7 +24,7 @@ from __future__ import annotations
 from labkit.predict import mesh as _mesh
 from labkit.predict import params as _params
 from labkit.predict import sharding_calls as _calls
-from labkit.predict.tensor_parallel_gqa import layer_params
+from labkit.predict.tensor_parallel_gqa import kv_split, layer_params
 
 COLUMN = ("q_proj", "k_proj", "v_proj", "fc", "gate_proj", "up_proj")
 ROW = ("o_proj", "proj", "down_proj")
@@ -77,16 +77,49 @@ def fsdp_rank_param_bytes(a, dp: int, tp: int,
         * bytes_per_param / dp
 
 
+def kv_grad_comm(a, dp: int, tp: int, grad_bytes: int = 4) -> dict:
+    """``{"all_reduce": {"calls", "bytes"}}`` of the K/V replicas'
+    gradients when ``tp > kv_heads`` (``{}`` otherwise): every layer's K
+    and V weights (and biases), one whole head each, summed over the
+    ``tp / kv_heads`` ranks holding copies
+    (:func:`labkit.predict.tensor_parallel_gqa.kv_split`; Megatron-LM
+    replicates them so and all-reduces their gradients). Under FSDP each
+    rank sums its ``1/dp`` shard of the gradient, after the
+    reduce-scatter: ``2 d (h + bias) / dp`` elements per layer."""
+    if tp == 1 or kv_split(a, tp)["replicas"] == 1:
+        return {}
+    per = [a.head_dim * a.hidden] + [a.head_dim] * a.qkv_bias
+    calls = 2 * len(per) * a.layers
+    nbytes = 2 * a.layers * sum(n // dp for n in per) * grad_bytes
+    return {"all_reduce": {"calls": calls, "bytes": nbytes}}
+
+
+def kv_replica_bytes(a, dp: int, tp: int, bytes_per_param: int = 4) -> float:
+    """Bytes one rank holds beyond its ``1/t`` share of the K/V layers
+    because ``tp > kv_heads`` replicates them (0 otherwise): every
+    layer's ``kv_replicated_bytes16`` at ``bytes_per_param``, FSDP-sharded
+    over ``dp``."""
+    extra16 = layer_params(a, tp)["kv_replicated_bytes16"]
+    return a.layers * extra16 / 2 * bytes_per_param / dp
+
+
 def step_comm(a, seq: int, dp: int, tp: int, micro_batch: int,
               sequence_parallel: bool = False, bytes_per_element: int = 4,
               grad_bytes: int | None = None) -> dict:
     """``{"tp": {...}, "dp": {...}}``: what one rank sends in one step.
     Inside "tp" the activations are ``b x s x hidden`` whatever the KV
     heads (GQA narrows K/V, not the residual stream); inside "dp" FSDP's
-    calls on the TP-local units of the record."""
+    calls on the TP-local units of the record; with ``tp > kv_heads``
+    also the K/V replicas' gradient all-reduce (:func:`kv_grad_comm`),
+    counted inside "tp" (its groups are parts of a "tp" group)."""
     norms = 2 * (2 if a.norm == "layernorm" else 1)
     tp_part = _mesh.tp_comm(a.layers, micro_batch, seq, a.hidden, tp,
                             sequence_parallel, bytes_per_element, norms)
+    for op, v in kv_grad_comm(a, dp, tp, bytes_per_element
+                              if grad_bytes is None else grad_bytes).items():
+        d = tp_part.setdefault(op, {"calls": 0, "bytes": 0})
+        d["calls"] += v["calls"]
+        d["bytes"] += v["bytes"]
     dp_part = {} if dp == 1 else _calls.summarize(_calls.predict_calls(
         unit_shapes(a, tp), dp, "full_shard", bytes_per_element,
         grad_bytes))
