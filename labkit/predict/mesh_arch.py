@@ -17,7 +17,10 @@ attention (Ainslie et al. 2023) K and V are ``kv_heads x head_dim`` wide
 and split by heads; with ``t > kv_heads`` each rank holds one whole K/V
 head (:func:`labkit.predict.tensor_parallel_gqa.kv_split`). The embedding
 and the head stay whole in "tp", as in :mod:`labkit.predict.mesh`.
-Per-head Q/K norms (Qwen3) are not covered.
+Per-head Q/K norms (Qwen3: one ``head_dim`` RMSNorm weight each for the
+queries and the keys, shared by every head) are whole on every rank; each
+rank normalizes only its own heads, so their gradients are partial sums
+all-reduced in "tp", as the sequence-parallel norms' are.
 """
 from __future__ import annotations
 
@@ -46,9 +49,8 @@ def unit_shapes(a, tp: int) -> list[list[tuple]]:
     """The TP-local parameter shapes of each FSDP unit, in order:
     embedding (tokens; learned positions), every block, head (final norm;
     the output layer unless tied)."""
-    if a.experts or a.qk_norm:
-        raise ValueError("the mesh ledger covers dense blocks without "
-                         "Q/K norms")
+    if a.experts:
+        raise ValueError("the mesh ledger covers dense blocks")
     layer_params(a, tp)       # one clear error if tp cannot split it
     embed = [(a.vocab, a.hidden)]
     if a.positions == "learned":
@@ -111,10 +113,16 @@ def step_comm(a, seq: int, dp: int, tp: int, micro_batch: int,
     heads (GQA narrows K/V, not the residual stream); inside "dp" FSDP's
     calls on the TP-local units of the record; with ``tp > kv_heads``
     also the K/V replicas' gradient all-reduce (:func:`kv_grad_comm`),
-    counted inside "tp" (its groups are parts of a "tp" group)."""
+    counted inside "tp" (its groups are parts of a "tp" group); with
+    Q/K norms the all-reduce of their partial gradients (predicted, not
+    measured: lab 10's run has no Q/K norms)."""
     norms = 2 * (2 if a.norm == "layernorm" else 1)
     tp_part = _mesh.tp_comm(a.layers, micro_batch, seq, a.hidden, tp,
                             sequence_parallel, bytes_per_element, norms)
+    if tp > 1 and a.qk_norm:    # Q/K norm weights: partial over heads
+        d = tp_part.setdefault("all_reduce", {"calls": 0, "bytes": 0})
+        d["calls"] += 2 * a.layers
+        d["bytes"] += 2 * a.layers * a.head_dim * bytes_per_element
     for op, v in kv_grad_comm(a, dp, tp, bytes_per_element
                               if grad_bytes is None else grad_bytes).items():
         d = tp_part.setdefault(op, {"calls": 0, "bytes": 0})
