@@ -155,6 +155,17 @@ def stage_memory(m: Model, lay: Layout, a: Assumptions, stage: int) -> dict:
     return out
 
 
+def stage_report(m: Model, lay: Layout, a: Assumptions) -> list[dict]:
+    """Every pipeline stage of ``lay``: its index, layers, parameter
+    count on one GPU (``param_count``, :func:`stage_params`) and
+    :func:`stage_memory`'s bytes (``params`` is their bytes) --
+    what ``labkit plan --json`` lists under each layout's ``stages``."""
+    return [{"stage": i, "layers": n,
+             "param_count": stage_params(m, lay.tp, lay.partition, i),
+             **stage_memory(m, lay, a, i)}
+            for i, n in enumerate(lay.partition)]
+
+
 def memory(m: Model, lay: Layout, a: Assumptions) -> tuple[int, dict]:
     """The heaviest stage and its :func:`stage_memory`."""
     per = [stage_memory(m, lay, a, i) for i in range(len(lay.partition))]
