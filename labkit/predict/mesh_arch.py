@@ -84,8 +84,9 @@ def kv_grad_comm(a, dp: int, tp: int, grad_bytes: int = 4) -> dict:
     gradients when ``tp > kv_heads`` (``{}`` otherwise): every layer's K
     and V weights (and biases), one whole head each, summed over the
     ``tp / kv_heads`` ranks holding copies
-    (:func:`labkit.predict.tensor_parallel_gqa.kv_split`; Megatron-LM
-    replicates them so and all-reduces their gradients). Under FSDP each
+    (:func:`labkit.predict.tensor_parallel_gqa.kv_split`;
+    neuronx-distributed sums the same copies over its
+    ``get_kv_shared_group``). Under FSDP each
     rank sums its ``1/dp`` shard of the gradient, after the
     reduce-scatter: ``2 d (h + bias) / dp`` elements per layer."""
     if tp == 1 or kv_split(a, tp)["replicas"] == 1:
