@@ -23,7 +23,8 @@ when "tp" has more ranks than K/V heads).
 For every layout the tiny model trains ``--steps`` steps from the seed on
 the global batch (each "dp" group its slice, the ranks of a "tp" group the
 same slice), and each rank saves: the losses beside one process's on the
-full batch (``labkit.train.reference_losses``), its parameter bytes
+full batch (``labkit.train.reference_losses``), its first step's
+gradients against one process's (``grad_rel_diff``), its parameter bytes
 (``to_local()``: what it really holds), the collectives of the last step
 counted by :class:`labkit.measure.collectives.CollectiveCounter` and split
 by the mesh dimension whose group carried them, and, with
@@ -45,6 +46,7 @@ from labkit.model import (add_shape_arguments, arch_of, batch, build,
                           config_from_args, local_batch, sharding_units)
 from labkit.predict.tensor_parallel_gqa import kv_split
 from labkit.runs.tp_layers import separate_qkv
+from labkit.runs.tp_llama import grad_rel_diff
 from labkit.train import (make_optimizer, mean_over_ranks, reference_losses,
                           train_step)
 
@@ -210,7 +212,7 @@ def run_layout(lay: dict, config, ctx, a, reference) -> dict:
         x, y = batch(config, a.global_batch, step, a.seed, ctx.device)
         return local_batch(x, y, dp_rank, lay["dp"])
 
-    losses = []
+    losses, grad_diff = [], None
     for step in range(a.steps):
         x, y = data(step)
         if step == a.steps - 1:
@@ -218,6 +220,9 @@ def run_layout(lay: dict, config, ctx, a, reference) -> dict:
                 loss = train_step(model, opt, x, y, amp)
         else:
             loss = train_step(model, opt, x, y, amp)
+        if step == 0 and reference is not None:   # step 0's gradients
+            grad_diff = grad_rel_diff(model, config, *batch(
+                config, a.global_batch, 0, a.seed, ctx.device), a.seed)
         # every rank of a "tp" group holds the same loss: the mean over
         # all ranks is the mean over "dp", the global batch's loss
         losses.append(mean_over_ranks(loss))
@@ -231,6 +236,7 @@ def run_layout(lay: dict, config, ctx, a, reference) -> dict:
         times.append(time.perf_counter() - t0)
     step_s = statistics.median(times) if times else None
     return {**lay, "losses": losses, "reference_losses": reference,
+            "grad_rel_diff": grad_diff,
             "param_bytes": local_bytes(model),
             "local_micro_batch": a.global_batch // lay["dp"],
             "comm": split_by_dim(counter.records, mesh),

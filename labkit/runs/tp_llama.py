@@ -97,6 +97,7 @@ def keep_kv_head(linear: nn.Linear, head: int, head_dim: int) -> nn.Linear:
         one.weight.copy_(w[rows])
         if linear.bias is not None:
             one.bias.copy_(linear.bias[rows])
+    one.kv_head = head              # which head of the model it holds
     return one
 
 
@@ -145,3 +146,32 @@ def sum_kv_grads(layers, group) -> None:
                 g = p.grad
                 tdist.all_reduce(g.to_local() if hasattr(g, "to_local")
                                  else g, group=group)
+
+
+def grad_rel_diff(model, config, x, y, seed: int = 0) -> float:
+    """Largest ``|g - g_ref| / max|g_ref|`` over this rank's parameters:
+    the gradients of the last backward (FSDP shards and TP pieces made
+    whole with ``full_tensor``) against one process's on the global batch
+    ``x, y`` from the same seed. A K/V copy is compared with its head's
+    rows; the GPT's separate Q, K, V with its fused ``qkv``'s thirds."""
+    from labkit.model import build
+    ref = build(config, seed).to(x.device)
+    ref(x, y).backward()
+    want = {n: p.grad for n, p in ref.named_parameters()}
+    worst = 0.0
+    for name, p in model.named_parameters():
+        g = p.grad
+        g = g.full_tensor() if hasattr(g, "full_tensor") else g
+        base, _, leaf = name.rpartition(".")
+        if base.endswith(("attn.q", "attn.k", "attn.v")) and \
+                f"{base[:-2]}.qkv.{leaf}" in want:      # the GPT's qkv
+            i = "qkv".index(base[-1])
+            r = want[f"{base[:-2]}.qkv.{leaf}"].chunk(3, dim=0)[i]
+        else:
+            r = want[name]
+        head = getattr(model.get_submodule(base), "kv_head", None)
+        if head is not None:            # a K/V copy: its head's rows
+            r = r.split(g.shape[0], dim=0)[head]
+        worst = max(worst, ((g - r).abs().max()
+                            / r.abs().max().clamp_min(1e-30)).item())
+    return worst
