@@ -17,13 +17,10 @@ def ranks(tmp_path_factory):
                   run_dir=tmp_path_factory.mktemp("mesh"))
 
 
-def test_losses_and_gradients_equal_one_process(ranks):
+def test_losses_equal_one_process(ranks):
     for lay in ranks[0]["results"]:
         assert lay["losses"] == pytest.approx(lay["reference_losses"],
                                               rel=1e-5), lay["name"]
-    for r in ranks:
-        for lay in r["results"]:
-            assert lay["grad_rel_diff"] < 1e-5, (r["rank"], lay["name"])
 
 
 def test_parameter_bytes_are_the_ledger(ranks):
