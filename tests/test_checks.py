@@ -115,9 +115,10 @@ BAD = [
     ("memory", {"model": {"layers": 2, "hidden": 64, "heads": 4,
                           "vocab": 256, "seq": 32, "arch": "llama"}},
      "section 9 runs the Llama-style block; use 'gpt'"),
-    ("mesh", {"model": {"layers": 2, "hidden": 64, "heads": 4,
-                        "vocab": 256, "seq": 32, "arch": "llama"}},
-     "plan names the GPT block's layers"),
+    ("mesh", {"model": {"layers": 2, "hidden": 96, "heads": 6,
+                        "vocab": 256, "seq": 32, "arch": "llama"},
+              "layouts": ["2x2"]},
+     "2x2: tp=2 does not divide the 3 KV heads"),
 ]
 
 

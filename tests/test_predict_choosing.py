@@ -352,6 +352,21 @@ def test_cli_hf_config_dense_json():
     assert d["model"]["arch"]["kv_heads"] == 8 and d["model"]["seq"] == 8192
     assert all((x["tp"], x["pp"], x["dp"]) == (8, 16, 128)
                for x in d["layouts"])
+    # every stage's bytes: the heaviest is the layout's memory; the
+    # stages' parameters are the layers, the embedding and the 128K head
+    from labkit.predict import arch as A
+    from labkit.predict import stage_bytes as SB
+    rec = A.from_hf_config(HF)
+    for x in d["layouts"]:
+        st = x["stages"]
+        assert [s["stage"] for s in st] == list(range(16))
+        assert [s["layers"] for s in st] == list(x["partition"])
+        assert st[x["stage"]]["total"] == x["memory"]["total"]
+        assert max(s["total"] for s in st) == x["memory"]["total"]
+        assert sum(s["param_count"] for s in st) == pytest.approx(
+            126 * SB.layer_params(rec, 8) + SB.embedding_params(rec, 8)
+            + SB.head_params(rec, 8))
+        assert st[-1]["logits"] > 0 and st[0]["logits"] == 0
     p = _cli("--preset", "llama3-8b", "--seq", "8192", "--gpus", "8",
              "--gpu", "h100-80gb", "--batch", "64", "--top", "1")
     assert p.returncode == 0, p.stderr

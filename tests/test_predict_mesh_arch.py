@@ -48,3 +48,39 @@ def test_tp_above_kv_heads_replicates_one_head():
     assert block[1] == (16, 64) and block[2] == (16, 64)   # q, k
     with pytest.raises(ValueError):
         MA.unit_shapes(a, 3)
+
+
+@pytest.mark.parametrize("name", ["qwen3-8b", "qwen3-0.6b",
+                                  "qwen3-tiny-default-head-dim"])
+def test_qwen3_qk_norms_are_held_whole_on_every_rank(name):
+    a = A.from_hf_config(f"tests/data/hf_configs/{name}.json")
+    assert a.qk_norm
+    # one rank, no split: every parameter of the record, Q/K norms in
+    assert MA.rank_param_bytes(a, 1, 1, 1) == P.total(a)
+    tp = max(a.kv_heads, 2)
+    block = MA.unit_shapes(a, tp)[1]
+    assert block.count((a.head_dim,)) == 2        # q_norm, k_norm whole
+    no_norms = A.Arch(**{**a.__dict__, "qk_norm": False})
+    assert (MA.rank_param_bytes(a, 2, tp, 1)
+            - MA.rank_param_bytes(no_norms, 2, tp, 1)) \
+        == a.layers * 2 * a.head_dim / 2
+    c, c0 = (MA.step_comm(x, 64, 1, tp, 1) for x in (a, no_norms))
+    ar, ar0 = (x["tp"].get("all_reduce", {"calls": 0, "bytes": 0})
+               for x in (c, c0))
+    assert ar["calls"] - ar0["calls"] == 2 * a.layers
+    assert ar["bytes"] - ar0["bytes"] == 2 * a.layers * a.head_dim * 4
+
+
+def test_kv_copies_are_priced_when_tp_exceeds_kv_heads():
+    a = A.preset("llama-tiny")      # 2 layers, h 64, 2 KV heads of 16
+    assert MA.kv_grad_comm(a, 1, 2) == {}
+    assert MA.kv_replica_bytes(a, 1, 2) == 0
+    # tp 4: every K and V head on 2 ranks; per layer K and V, 16 x 64
+    assert MA.kv_grad_comm(a, 1, 4) == {"all_reduce": {
+        "calls": 4, "bytes": 2 * 2 * 16 * 64 * 4}}
+    assert MA.kv_grad_comm(a, 2, 4)["all_reduce"]["bytes"] == \
+        2 * 2 * 16 * 64 * 4 / 2                 # the dp shard, after FSDP
+    # a rank holds one head (16 rows) where a 1/4 share is 8 rows
+    assert MA.kv_replica_bytes(a, 1, 4) == 2 * 2 * (16 - 8) * 64 * 4
+    c = MA.step_comm(a, 32, 1, 4, 4)["tp"]["all_reduce"]
+    assert c["calls"] == 4 * 2 + 4      # 4 per layer (Megatron) + K/V

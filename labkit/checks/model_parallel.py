@@ -7,7 +7,7 @@ Each function takes its lab's parameters by name and raises one
 """
 from __future__ import annotations
 
-from labkit.checks.common import _gpt_only, _profile, _sizes
+from labkit.checks.common import _profile, _sizes
 from labkit.checks.rules import require
 
 
@@ -62,9 +62,13 @@ def pipeline_parallel(profile, stages, sweep_stages, schedules, chunks,
 
 def mesh(profile, world_size, layouts, model, global_batch):
     """Lab 10. Returns ``(on_gpu, config, layouts)``: the parsed layouts
-    (``{"dp", "tp", "sp", "name"}`` each)."""
+    (``{"dp", "tp", "sp", "name"}`` each). The GPT or the Llama-style
+    block (``model['arch']``): TP must split the query heads, and split
+    the K/V heads or be a multiple of them (replicas)."""
     from labkit.launch import pick_backend
-    from labkit.model import GPTConfig
+    from labkit.model import GPTConfig, arch_of
+    from labkit.predict import mesh_arch as MA
+    from labkit.predict.tensor_parallel_gqa import kv_split
     from labkit.runs.mesh import parse_layout
 
     on_gpu = _profile(profile)
@@ -72,22 +76,26 @@ def mesh(profile, world_size, layouts, model, global_batch):
             f"world_size must be an integer >= 2, got {world_size!r}")
     pick_backend(world_size, require_gpu=on_gpu)
     config = GPTConfig(**model)             # checks the shape
-    _gpt_only(config, "lab 10's tensor-parallel plan names the GPT block's "
-              "layers (its fused QKV cut into heads, GELU fc/proj)")
+    a = arch_of(config)
     lays = [parse_layout(s, world_size) for s in layouts]   # DxT = N
     for lay in lays:
         require(config.heads % lay["tp"] == 0
                 and config.hidden % lay["tp"] == 0,
                 f"{lay['name']}: heads and hidden must divide by tp")
+        try:
+            kv_split(a, lay["tp"])
+            MA.unit_shapes(a, lay["tp"])    # FFN width by tp
+        except ValueError as e:
+            require(False, f"{lay['name']}: {e}")
         require(global_batch % lay["dp"] == 0,
                 f"{lay['name']}: global_batch must divide by dp")
         require(not lay["sp"] or config.seq % lay["tp"] == 0,
                 f"{lay['name']}: seq must divide by tp for sequence "
                 "parallelism")
-        sizes = [config.vocab, config.seq, config.hidden]
-        require(all(s % lay["dp"] == 0 for s in sizes),
-                f"{lay['name']}: vocab, seq and hidden must divide by dp "
-                "(exact FSDP shards)")
+        require(all(s[0] % lay["dp"] == 0 for u in
+                    MA.unit_shapes(a, lay["tp"]) for s in u),
+                f"{lay['name']}: every tensor's first dimension on a "
+                "TP rank must divide by dp (exact FSDP shards)")
     return on_gpu, config, lays
 
 

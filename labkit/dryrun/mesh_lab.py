@@ -6,15 +6,15 @@ Registered in :data:`labkit.dryrun.labs.ADAPTERS` when imported (the
 registry imports it). Each layout ``DxT[+sp]`` of the profile is built by
 :func:`labkit.runs.mesh.setup`, the run module's own function; every rank
 of a layout holds the same shapes, so rank 0 stands for all. Predicted:
-the TP-then-FSDP ledger of :func:`labkit.predict.mesh.rank_param_bytes`
-(fp32 weights and gradients, Adam's two moments) and Korthikanti et al.
+the TP-then-FSDP ledger of the block's record
+(:func:`labkit.predict.mesh_arch.rank_param_bytes`; fp32 weights and gradients, Adam's two moments) and Korthikanti et al.
 2022's activations (Table 2) with ``t`` and sequence parallelism.
 """
 from __future__ import annotations
 
 from labkit.dryrun.cases import Case, gpt_config, lab
-from labkit.model import batch, local_batch
-from labkit.predict import mesh as M
+from labkit.model import arch_of, batch, local_batch
+from labkit.predict import mesh_arch as MA
 from labkit.predict.memory import activation_bytes_per_layer
 
 
@@ -43,8 +43,7 @@ def _mesh(p: dict) -> list[Case]:
                 loss.backward()
                 opt.step()
             return model, opt, step
-        params = M.rank_param_bytes(c.vocab, c.seq, c.layers, c.hidden,
-                                    lay["dp"], lay["tp"])
+        params = MA.rank_param_bytes(arch_of(c), lay["dp"], lay["tp"])
         act = c.layers * activation_bytes_per_layer(
             c.seq, micro, c.hidden, c.heads, tp=lay["tp"],
             sequence_parallel=lay["sp"])

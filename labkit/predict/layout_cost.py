@@ -22,7 +22,9 @@ The formulas of chapters 1-6 only (no torch), used by
   recomputation) at ``efficiency`` x the dense bf16 peak, paced by the
   stage with the most layers; Megatron's TP collectives on the critical
   path (:mod:`labkit.predict.tensor_parallel`, 4 per layer and
-  micro-batch, 6 with full recomputation); the 1F1B bubble ``(p - 1) / m``
+  micro-batch, 6 with full recomputation) and, when ``tp`` exceeds the
+  K/V heads, the all-reduce of the replicated K/V heads' gradients
+  (:func:`kv_grad_sync_time`); the 1F1B bubble ``(p - 1) / m``
   (Narayanan Sec. 2.2.1) and the stage-to-stage sends; the data-parallel
   collectives of the ZeRO stage (:mod:`labkit.predict.sharding`),
   overlapped with backward when there is no pipeline (DDP buckets, FSDP
@@ -49,6 +51,7 @@ from labkit.predict import sharding as _sharding
 from labkit.predict import stage_bytes as _sb
 from labkit.predict.cluster import GB, Cluster
 from labkit.predict.shapes import Model
+from labkit.predict.tensor_parallel_gqa import kv_split as _kv_split
 
 
 @dataclass
@@ -155,11 +158,46 @@ def stage_memory(m: Model, lay: Layout, a: Assumptions, stage: int) -> dict:
     return out
 
 
+def stage_report(m: Model, lay: Layout, a: Assumptions) -> list[dict]:
+    """Every pipeline stage of ``lay``: its index, layers, parameter
+    count on one GPU (``param_count``, :func:`stage_params`) and
+    :func:`stage_memory`'s bytes (``params`` is their bytes) --
+    what ``labkit plan --json`` lists under each layout's ``stages``."""
+    return [{"stage": i, "layers": n,
+             "param_count": stage_params(m, lay.tp, lay.partition, i),
+             **stage_memory(m, lay, a, i)}
+            for i, n in enumerate(lay.partition)]
+
+
 def memory(m: Model, lay: Layout, a: Assumptions) -> tuple[int, dict]:
     """The heaviest stage and its :func:`stage_memory`."""
     per = [stage_memory(m, lay, a, i) for i in range(len(lay.partition))]
     i = max(range(len(per)), key=lambda k: per[k]["total"])
     return i, per[i]
+
+
+def kv_grad_sync_time(m: Model, lay: Layout, cl: Cluster,
+                      a: Assumptions) -> float:
+    """Seconds per step summing the gradients of replicated K/V heads
+    (``tp > kv_heads``; 0 otherwise). Each K/V head lives on ``tp /
+    kv_heads`` ranks of a node (:func:`labkit.predict.tensor_parallel_gqa.
+    kv_split`), so after the last micro-batch the copies' gradients are
+    all-reduced among them: ``2 d (h + bias)`` 16-bit elements per layer
+    of the slowest stage, once per step, exposed (nothing is left to
+    overlap it with). neuronx-distributed sums the same copies
+    (``kv_size_multiplier``, over ``get_kv_shared_group``, in
+    ``src/neuronx_distributed/modules/qkv_linear_utils.py``), but per
+    micro-batch on the K/V output gradients; lab 10 sums the weight
+    gradients, as priced here (:func:`labkit.predict.mesh_arch.
+    kv_grad_comm` counts its bytes)."""
+    rec, t = m.arch, lay.tp
+    if t == 1 or rec.kv_heads >= t:
+        return 0.0
+    reps = _kv_split(rec, t)["replicas"]
+    elems = (max(lay.partition) * 2 * rec.head_dim
+             * (rec.hidden + rec.qkv_bias))
+    return _coll.collective_time("all_reduce", 2 * elems, reps, cl.intra,
+                                 a.link_efficiency)
 
 
 def step_time(m: Model, lay: Layout, cl: Cluster, a: Assumptions) -> dict:
@@ -194,6 +232,7 @@ def step_time(m: Model, lay: Layout, cl: Cluster, a: Assumptions) -> dict:
         hops = 3 * c - 2 + (c - 1 if lay.recompute == "full" else 0)
         ring = hops * hop   # K/V fwd and bwd, dK/dV bwd, + recomputed fwd
         cp_mb = most * max(0.0, ring - compute_mb / most)
+    kv_sync = kv_grad_sync_time(m, lay, cl, a)
     pipeline = (mb + p - 1) * (compute_mb + tp_mb + cp_mb)  # 1F1B
     bubble = (p - 1) * (compute_mb + tp_mb + cp_mb)
     p2p = 0.0
@@ -223,8 +262,9 @@ def step_time(m: Model, lay: Layout, cl: Cluster, a: Assumptions) -> dict:
         copy = _coll.collective_time("broadcast", 2 * 2 * psi, 2, cl.host,
                                      a.link_efficiency)
         offload = copy + psi / a.cpu_adam
-    step = pipeline + p2p + exposed + offload
+    step = pipeline + p2p + exposed + offload + kv_sync
     return {"compute": mb * compute_mb, "tp_comm": mb * tp_mb,
+            "kv_grad_sync": kv_sync,
             "cp_exposed": mb * cp_mb,
             "bubble": bubble, "p2p": p2p, "dp_comm": dp_comm,
             "dp_exposed": exposed, "offload": offload, "step": step}

@@ -12,8 +12,11 @@ A model is a GPT shape (``--layers --hidden --heads --seq --vocab``, or
 (``--hf-config`` / ``--preset``, with ``--seq``, default 4096): a dense
 record is priced by :mod:`labkit.predict.layout_cost` with its own GQA,
 MLP and vocabulary, a mixture of experts by
-:mod:`labkit.predict.plan_moe`. Bad input: one line, exit 2; nothing
-fits: what is short, exit 1.
+:mod:`labkit.predict.plan_moe`. ``--json`` lists, for every layout, the
+heaviest stage's bytes (``memory``) and every stage's (``stages``: its
+layers, parameters and bytes per GPU;
+:func:`labkit.predict.layout_cost.stage_report`). Bad input: one line,
+exit 2; nothing fits: what is short, exit 1.
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ from labkit.predict import partition as _part
 from labkit.predict.choosing import (GB, GPUS, OFFLOADS, RECOMPUTE,
                                      Assumptions, ArchModel, Cluster, Model,
                                      plan, shortfall, standard_model)
+from labkit.predict.layout_cost import stage_report
 
 DEFAULT_SEQ = 4096   # with --hf-config / --preset, as the MoE planner's
 
@@ -154,7 +158,8 @@ def main(args) -> int:
         print(json.dumps({"model": model, "params": m.params,
                           "cluster": asdict(c), "assumptions": asdict(a),
                           "feasible": len(ok), "layouts": [
-                              {**asdict(x), "name": x.name()}
+                              {**asdict(x), "name": x.name(),
+                               "stages": stage_report(m, x, a)}
                               for x in shown]}, indent=1))
     else:
         name = f"{m.arch.name}: " if isinstance(m, ArchModel) else ""

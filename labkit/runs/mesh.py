@@ -15,10 +15,17 @@ of chapter 5 on every block with ``parallelize_module``, then
 root. The order matters: FSDP2 shards the DTensors TP made along its own
 dimension, so a parameter ends up ``[Shard(0) over dp, Shard(k) over tp]``.
 
-For every layout the tiny GPT trains ``--steps`` steps from the seed on
+The block is the course's GPT (``--arch gpt``) or the Llama-style block
+(``--arch llama``: GQA, SwiGLU, RMSNorm, RoPE), whose plan is
+:mod:`labkit.runs.tp_llama` (K/V heads split over "tp", or replicated
+when "tp" has more ranks than K/V heads).
+
+For every layout the tiny model trains ``--steps`` steps from the seed on
 the global batch (each "dp" group its slice, the ranks of a "tp" group the
 same slice), and each rank saves: the losses beside one process's on the
-full batch (``labkit.train.reference_losses``), its parameter bytes
+full batch (``labkit.train.reference_losses``), for the Llama-style
+block its first step's gradients against one process's
+(``grad_rel_diff``), its parameter bytes
 (``to_local()``: what it really holds), the collectives of the last step
 counted by :class:`labkit.measure.collectives.CollectiveCounter` and split
 by the mesh dimension whose group carried them, and, with
@@ -31,13 +38,16 @@ import statistics
 import time
 
 import torch
+import torch.distributed as tdist
 
 from labkit import device as D
 from labkit import dist
 from labkit.measure.collectives import CollectiveCounter
-from labkit.model import (add_shape_arguments, build, config_from_args,
-                          local_batch, batch, sharding_units)
+from labkit.model import (add_shape_arguments, arch_of, batch, build,
+                          config_from_args, local_batch, sharding_units)
+from labkit.predict.tensor_parallel_gqa import kv_split
 from labkit.runs.tp_layers import separate_qkv
+from labkit.runs.tp_llama import grad_rel_diff
 from labkit.train import (make_optimizer, mean_over_ranks, reference_losses,
                           train_step)
 
@@ -108,11 +118,24 @@ def parallelize(model, mesh, sequence_parallel: bool = False,
                                                    PrepareModuleOutput,
                                                    parallelize_module)
     tp, dp = mesh["tp"], mesh["dp"]
-    if tp.size() > 1:
-        heads = model.config.heads
+    model.kv_replicas = []      # (K/V layers, the ranks sharing them)
+    if tp.size() > 1 and model.arch.qkv_fused:    # the GPT's block
+        heads = model.arch.heads
         for block in model.blocks:  # Q, K, V apart: a column split = heads
             block.attn = separate_qkv(block.attn, heads)
             parallelize_module(block, tp, tp_plan(sequence_parallel))
+    elif tp.size() > 1:         # the Llama-style block: labkit.runs.tp_llama
+        from labkit.runs import tp_llama
+        kv = [tp_llama.parallelize_block(block, tp, model.arch,
+                                         sequence_parallel)
+              for block in model.blocks]
+        if kv[0]:               # t > KV heads: replicas, summed by group
+            me = tdist.get_rank()
+            group = next(g for ranks, g in
+                         tp_llama.kv_replica_groups(mesh, model.arch)
+                         if me in ranks)
+            model.kv_replicas = [(layers, group) for layers in kv]
+    if tp.size() > 1:
         if sequence_parallel:
             parallelize_module(model.embed, tp, PrepareModuleOutput(
                 output_layouts=Replicate(), desired_output_layouts=Shard(1)))
@@ -131,13 +154,17 @@ def parallelize(model, mesh, sequence_parallel: bool = False,
 
 def split_by_dim(records, mesh) -> dict:
     """``{"tp": {op: {calls, bytes}}, "dp": {...}, "other": {...}}``: each
-    counted call under the mesh dimension whose group carried it."""
+    counted call under the mesh dimension whose group carried it (the
+    K/V replicas' groups are parts of a "tp" group: "tp")."""
     groups = {name: sorted(mesh[name].mesh.flatten().tolist())
               for name in ("tp", "dp")}
     out: dict = {"tp": {}, "dp": {}, "other": {}}
     for r in records:
         ranks = sorted(r["ranks"] or ())
-        dim = next((k for k, g in groups.items() if g == ranks), "other")
+        dim = next((k for k, g in groups.items() if g == ranks), None)
+        if dim is None:     # a part of a "tp" group: K/V replicas
+            dim = ("tp" if len(ranks) > 1 and set(ranks) <= set(
+                groups["tp"]) else "other")
         d = out[dim].setdefault(r["op"], {"calls": 0, "bytes": 0})
         d["calls"] += 1
         d["bytes"] += r["bytes"]
@@ -168,7 +195,14 @@ def setup(lay: dict, config, ctx, bf16: bool = False, seed: int = 0):
                         lay["sp"], mp)
     amp = (torch.autocast(ctx.device.type, dtype=torch.bfloat16)
            if bf16 and lay["dp"] == 1 else None)
-    return model, make_optimizer(model), mesh, amp
+    opt = make_optimizer(model)
+    if model.kv_replicas:      # K/V copies: their gradients summed first
+        from labkit.runs.tp_llama import sum_kv_grads
+        def before_step(*_):
+            for layers, group in model.kv_replicas:
+                sum_kv_grads(layers, group)
+        opt.register_step_pre_hook(before_step)
+    return model, opt, mesh, amp
 
 
 def run_layout(lay: dict, config, ctx, a, reference) -> dict:
@@ -179,7 +213,7 @@ def run_layout(lay: dict, config, ctx, a, reference) -> dict:
         x, y = batch(config, a.global_batch, step, a.seed, ctx.device)
         return local_batch(x, y, dp_rank, lay["dp"])
 
-    losses = []
+    losses, grad_diff = [], None
     for step in range(a.steps):
         x, y = data(step)
         if step == a.steps - 1:
@@ -187,6 +221,12 @@ def run_layout(lay: dict, config, ctx, a, reference) -> dict:
                 loss = train_step(model, opt, x, y, amp)
         else:
             loss = train_step(model, opt, x, y, amp)
+        # step 0's gradients, the Llama-style block's (the GPT's 2-D
+        # full_tensor of its strided biases hung gloo: its losses only)
+        if step == 0 and reference is not None and not \
+                model.arch.qkv_fused:
+            grad_diff = grad_rel_diff(model, config, *batch(
+                config, a.global_batch, 0, a.seed, ctx.device), a.seed)
         # every rank of a "tp" group holds the same loss: the mean over
         # all ranks is the mean over "dp", the global batch's loss
         losses.append(mean_over_ranks(loss))
@@ -200,6 +240,7 @@ def run_layout(lay: dict, config, ctx, a, reference) -> dict:
         times.append(time.perf_counter() - t0)
     step_s = statistics.median(times) if times else None
     return {**lay, "losses": losses, "reference_losses": reference,
+            "grad_rel_diff": grad_diff,
             "param_bytes": local_bytes(model),
             "local_micro_batch": a.global_batch // lay["dp"],
             "comm": split_by_dim(counter.records, mesh),
@@ -229,6 +270,10 @@ def main(argv=None):
                              f"divide by tp and batch {a.global_batch} by dp")
         if lay["sp"] and config.seq % lay["tp"]:
             raise SystemExit(f"{lay['name']}: seq must divide by tp")
+        try:                    # K/V heads: split, or replicated evenly
+            kv_split(arch_of(config), lay["tp"])
+        except ValueError as e:
+            raise SystemExit(f"{lay['name']}: {e}") from None
     # exact fp32 matmuls for the loss check (flags only: harmless on CPU)
     torch.backends.cuda.matmul.allow_tf32 = False
     reference = (None if a.no_reference else
