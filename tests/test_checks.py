@@ -113,8 +113,10 @@ BAD = [
                        "seq": 64, "arch": "llama"}},
      "exact for the GPT block; use 'gpt'"),
     ("memory", {"model": {"layers": 2, "hidden": 64, "heads": 4,
-                          "vocab": 256, "seq": 32, "arch": "llama"}},
-     "section 9 runs the Llama-style block; use 'gpt'"),
+                          "vocab": 256, "seq": 32, "arch": "llama"},
+                "profile": "gpu8"},
+     "activation ledger is exact on CPU only, and fit_to_gpu prices the "
+     "GPT block; use 'gpt'"),
     ("mesh", {"model": {"layers": 2, "hidden": 96, "heads": 6,
                         "vocab": 256, "seq": 32, "arch": "llama"},
               "layouts": ["2x2"]},

@@ -20,9 +20,13 @@ def memory(profile, world_sizes, strategies, model, global_batch, steps,
     from labkit.wrap import check_strategy
 
     config = GPTConfig(**model)
-    _gpt_only(config, "lab 1's ledgers (Korthikanti's 34 sbh activations) "
-              "are exact for the GPT block; its section 9 runs the "
-              "Llama-style block")
+    # the Llama block's activation ledger is exact on CPU; fit_to_gpu and
+    # the allocator's floor price the GPT block (Korthikanti's 34 sbh)
+    require(config.arch == "gpt" or not _profile(profile),
+            f"model['arch']={config.arch!r} on the {profile} profile: the "
+            "Llama-style block's activation ledger is exact on CPU only, "
+            "and fit_to_gpu prices the GPT block; use 'gpt' (the CPU "
+            "profile runs 'llama')")
     if fit_to_gpu:   # read the GPU's memory now; ledger + activations fit
         import torch
         from labkit.device import name, total_memory

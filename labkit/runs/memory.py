@@ -2,6 +2,10 @@
 
     torchrun --nproc-per-node 2 -m labkit.runs.memory \
         --strategies ddp,fsdp2_full,fsdp2_grad_op --steps 3
+    torchrun --nproc-per-node 2 -m labkit.runs.memory --arch llama
+
+``--arch llama`` trains the Llama-style block (GQA, SwiGLU, RMSNorm, RoPE)
+at the same layers, hidden, heads, vocabulary and sequence.
 
 One launch measures every strategy in turn (same seed, same batches), so the
 lab pays the start-up cost of torchrun once. For each strategy and rank it
@@ -15,8 +19,10 @@ records:
 - ``states``: parameters, gradients and optimizer state held after the last
   optimizer step (:func:`labkit.measure.memory.model_state_bytes`);
 - ``activations``: one block's activation bytes for this rank's
-  micro-batch, without and with full recomputation (Korthikanti et al.
-  2022 predict them; :func:`measure_activations`);
+  micro-batch, without and with full recomputation (the record's ledger,
+  :func:`labkit.predict.activations_arch.block_saved`, predicts them to
+  the byte on CPU; Korthikanti et al. 2022 for the GPT block in 16-bit;
+  :func:`measure_activations`);
 - ``step_s``: each step's seconds (:class:`labkit.device.Timer`: CUDA
   events on a GPU), for tokens/s and MFU;
 - ``peak``: :func:`labkit.device.peak_bytes` over the run: the CUDA
@@ -83,7 +89,8 @@ def run_strategy(strategy: str, config: GPTConfig, ctx, steps: int,
 
 def measure_activations(config: GPTConfig, micro_batch: int, ctx,
                         bf16: bool, seed: int) -> dict:
-    """One block's activation bytes, without and with full recomputation
+    """One block of ``config``'s architecture (GPT or Llama-style): its
+    activation bytes, without and with full recomputation
     (:func:`labkit.measure.memory.activation_bytes`, on this rank's device,
     under the bf16 autocast of the DDP path when ``bf16``)."""
     from labkit.model import Block
@@ -91,7 +98,7 @@ def measure_activations(config: GPTConfig, micro_batch: int, ctx,
     torch.manual_seed(seed)
     block = Block(config).to(ctx.device)
     amp = autocast(ctx, "ddp", bf16)
-    out = {"micro_batch": micro_batch,
+    out = {"micro_batch": micro_batch, "arch": config.arch,
            "element_bytes": 2 if bf16 else 4}
     for name, rc in (("none", False), ("full", True)):
         out[name] = activation_bytes(block, micro_batch, config.seq,
