@@ -29,6 +29,7 @@ import contextlib
 import math
 
 import torch
+import torch.distributed as tdist
 
 from labkit import dist
 from labkit.dryrun.account import Tracker
@@ -37,6 +38,7 @@ from labkit.rehearse.autocast import patched_autocast
 from labkit.rehearse.nccl import NcclRules, watch_groups
 
 DEVICE = torch.device("meta")   # the rank's GPU, in a rehearsal
+FAKE = "cpu:fake,meta:fake"     # the fake group serves both
 
 
 class Rank:
@@ -172,9 +174,23 @@ def rehearsed_rank(world_size: int, rank: int):
         ddp_init(self, *a, **k)
         fake_ddp_hook(self)
         self.reducer = _NoRebuild(self.reducer)
-    with fake_world(world_size, rank, backend="cpu:fake,meta:fake"), \
-            patched_autocast():
+    import torch.distributed.distributed_c10d as c10d
+    new_pg = c10d._new_process_group_helper
+    saved.append((c10d, "_new_process_group_helper", new_pg))
+
+    def fake_subgroup(size, group_rank, ranks, backend, *a, **k):
+        """Every group a rank makes (``new_group``, a mesh's, Megatron's
+        gloo groups) is the fake group's: a real gloo group wants a real
+        store. One asked for as gloo keeps its CPU tensors lawful."""
+        pg, store = new_pg(size, group_rank, ranks, c10d.Backend(FAKE),
+                           *a, **k)
+        if str(backend or "").lower() == "gloo" and \
+                isinstance(pg, tdist.ProcessGroup):   # not a non-member
+            r.rules.cpu_groups.add(pg.group_name)
+        return pg, store
+    with fake_world(world_size, rank, backend=FAKE), patched_autocast():
         try:
+            c10d._new_process_group_helper = fake_subgroup
             dist.init = lambda *a, **k: r.context()
             dist.save = save
             dist.close = lambda: None
