@@ -218,3 +218,15 @@ def rehearsed_rank(world_size: int, rank: int):
             del torch.meta
             for obj, name, value in saved:
                 setattr(obj, name, value)
+            _forget_process_state()
+
+
+def _forget_process_state() -> None:
+    """What a rank's process takes with it when it exits, and the next
+    rank in this one must not inherit: Megatron's parallel state (its
+    groups, its sizes: a tp=2 rank's would split the next launch's tp=4
+    layers by 2)."""
+    import sys
+    ps = sys.modules.get("megatron.core.parallel_state")
+    if ps is not None:
+        ps.destroy_model_parallel()
