@@ -188,8 +188,14 @@ def rehearsed_rank(world_size: int, rank: int):
                 isinstance(pg, tdist.ProcessGroup):   # not a non-member
             r.rules.cpu_groups.add(pg.group_name)
         return pg, store
+    import torch.distributed.device_mesh as dm
+    real_mesh = dm.init_device_mesh
     with fake_world(world_size, rank, backend=FAKE), patched_autocast():
         try:
+            # a run module that bound init_device_mesh at import (``from
+            # torch.distributed.device_mesh import init_device_mesh``)
+            # gets the fake world's too, as one calling it by module does
+            saved += _rebind(real_mesh, dm.init_device_mesh)
             c10d._new_process_group_helper = fake_subgroup
             dist.init = lambda *a, **k: r.context()
             dist.save = save
@@ -219,6 +225,21 @@ def rehearsed_rank(world_size: int, rank: int):
             for obj, name, value in saved:
                 setattr(obj, name, value)
             _forget_process_state()
+
+
+def _rebind(real, stand_in) -> list:
+    """Every course module's global bound to ``real``, now ``stand_in``;
+    the (module, name, real) to restore."""
+    import sys
+    out = []
+    for name, mod in list(sys.modules.items()):
+        if not name.startswith("labkit.") or mod is None:
+            continue
+        for attr, value in list(vars(mod).items()):
+            if value is real:
+                out.append((mod, attr, real))
+                setattr(mod, attr, stand_in)
+    return out
 
 
 def _forget_process_state() -> None:
