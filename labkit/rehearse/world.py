@@ -22,6 +22,9 @@ report shows them as "not rehearsed", never as numbers. ``dist.save``
 keeps the record here; ``dist.close`` and ``dist.sync`` do nothing.
 ``torch.autocast("meta")`` is CUDA's autocast, stood in for
 (:mod:`labkit.rehearse.autocast`).
+
+What the rank's own process would give it -- its own groups, module
+globals and library state -- is :mod:`labkit.rehearse.process`.
 """
 from __future__ import annotations
 
@@ -29,16 +32,15 @@ import contextlib
 import math
 
 import torch
-import torch.distributed as tdist
 
 from labkit import dist
 from labkit.dryrun.account import Tracker
 from labkit.dryrun.fake import fake_world
 from labkit.rehearse.autocast import patched_autocast
 from labkit.rehearse.nccl import NcclRules, watch_groups
+from labkit.rehearse.process import FAKE, own_process
 
 DEVICE = torch.device("meta")   # the rank's GPU, in a rehearsal
-FAKE = "cpu:fake,meta:fake"     # the fake group serves both
 
 
 class Rank:
@@ -174,29 +176,11 @@ def rehearsed_rank(world_size: int, rank: int):
         ddp_init(self, *a, **k)
         fake_ddp_hook(self)
         self.reducer = _NoRebuild(self.reducer)
-    import torch.distributed.distributed_c10d as c10d
-    new_pg = c10d._new_process_group_helper
-    saved.append((c10d, "_new_process_group_helper", new_pg))
-
-    def fake_subgroup(size, group_rank, ranks, backend, *a, **k):
-        """Every group a rank makes (``new_group``, a mesh's, Megatron's
-        gloo groups) is the fake group's: a real gloo group wants a real
-        store. One asked for as gloo keeps its CPU tensors lawful."""
-        pg, store = new_pg(size, group_rank, ranks, c10d.Backend(FAKE),
-                           *a, **k)
-        if str(backend or "").lower() == "gloo" and \
-                isinstance(pg, tdist.ProcessGroup):   # not a non-member
-            r.rules.cpu_groups.add(pg.group_name)
-        return pg, store
     import torch.distributed.device_mesh as dm
     real_mesh = dm.init_device_mesh
-    with fake_world(world_size, rank, backend=FAKE), patched_autocast():
+    with fake_world(world_size, rank, backend=FAKE), patched_autocast(), \
+            own_process(r.rules, real_mesh):
         try:
-            # a run module that bound init_device_mesh at import (``from
-            # torch.distributed.device_mesh import init_device_mesh``)
-            # gets the fake world's too, as one calling it by module does
-            saved += _rebind(real_mesh, dm.init_device_mesh)
-            c10d._new_process_group_helper = fake_subgroup
             dist.init = lambda *a, **k: r.context()
             dist.save = save
             dist.close = lambda: None
@@ -224,30 +208,3 @@ def rehearsed_rank(world_size: int, rank: int):
             del torch.meta
             for obj, name, value in saved:
                 setattr(obj, name, value)
-            _forget_process_state()
-
-
-def _rebind(real, stand_in) -> list:
-    """Every course module's global bound to ``real``, now ``stand_in``;
-    the (module, name, real) to restore."""
-    import sys
-    out = []
-    for name, mod in list(sys.modules.items()):
-        if not name.startswith("labkit.") or mod is None:
-            continue
-        for attr, value in list(vars(mod).items()):
-            if value is real:
-                out.append((mod, attr, real))
-                setattr(mod, attr, stand_in)
-    return out
-
-
-def _forget_process_state() -> None:
-    """What a rank's process takes with it when it exits, and the next
-    rank in this one must not inherit: Megatron's parallel state (its
-    groups, its sizes: a tp=2 rank's would split the next launch's tp=4
-    layers by 2)."""
-    import sys
-    ps = sys.modules.get("megatron.core.parallel_state")
-    if ps is not None:
-        ps.destroy_model_parallel()
