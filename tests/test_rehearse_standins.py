@@ -76,3 +76,19 @@ def test_a_mesh_rank_table_is_real_and_values_stay_not_rehearsed():
         assert mesh.get_local_rank("dp") == 1
         assert math.isnan((torch.ones(4, 4) * 2).sum().item())
     assert r.not_rehearsed == 1
+
+
+def test_a_data_dependent_operator_is_a_limit_said_in_words():
+    """Lab 13's router counts tokens per expert (``bincount``): a shape
+    read from values fake tensors do not have -- not rehearsed, with the
+    reason; never a failure, never an invented count."""
+    from labkit.rehearse.hook import fake_limit, limit_reason
+    p = ("launch labkit.runs.experts on 8 ranks, rank 0: error: "
+         "DynamicOutputShapeException: aten.bincount.default "
+         "(at moe/router.py:75)")
+    assert fake_limit(p)
+    why = limit_reason(p)
+    assert why.startswith("fake tensors cannot run it (its output's shape "
+                          "depends on values (data-dependent)): launch")
+    assert "aten.bincount" in why and "\n" not in why
+    assert not fake_limit("rank 0: error: device rule: a CPU tensor")
