@@ -92,3 +92,12 @@ def test_a_data_dependent_operator_is_a_limit_said_in_words():
                           "depends on values (data-dependent)): launch")
     assert "aten.bincount" in why and "\n" not in why
     assert not fake_limit("rank 0: error: device rule: a CPU tensor")
+
+
+def test_a_cell_past_the_timeout_is_listed_and_the_rest_run():
+    """nbclient interrupts a cell past the timeout (lab 1's five 1.4B
+    strategies under load): the cell is listed, the notebook goes on."""
+    from labkit.rehearse import notebooks as N
+    st, why = N._status({}, ("KeyboardInterrupt", ""), [], [])
+    assert st == "not rehearsed"
+    assert f"ran past the rehearsal's {N.CELL_TIMEOUT_S} s" in why
