@@ -62,22 +62,6 @@ def test_init_device_mesh_bound_at_import_is_the_fake_worlds():
         del sys.modules[mod.__name__]
 
 
-def test_a_mesh_rank_table_is_real_and_values_stay_not_rehearsed():
-    """Lab 10 names each collective's mesh dimension by the ranks of its
-    group (``mesh["tp"].mesh.tolist()``): those are known without data.
-    A value computed from fake data is still NaN (not rehearsed)."""
-    import math
-    import torch.distributed.device_mesh as dm
-    with rehearsed_rank(8, 5) as r:
-        mesh = dm.init_device_mesh("meta", (2, 4),
-                                   mesh_dim_names=("dp", "tp"))
-        assert sorted(mesh["tp"].mesh.flatten().tolist()) == [4, 5, 6, 7]
-        assert sorted(mesh["dp"].mesh.flatten().tolist()) == [1, 5]
-        assert mesh.get_local_rank("dp") == 1
-        assert math.isnan((torch.ones(4, 4) * 2).sum().item())
-    assert r.not_rehearsed == 1
-
-
 def test_a_data_dependent_operator_is_a_limit_said_in_words():
     """Lab 13's router counts tokens per expert (``bincount``): a shape
     read from values fake tensors do not have -- not rehearsed, with the

@@ -14,13 +14,7 @@ runs in the notebook's kernel, one after the other. So:
   torch.distributed.device_mesh import init_device_mesh``) gets the fake
   world's, as one calling it through its module does;
 - Megatron's parallel state ends with the rank, as the process would
-  (a tp=2 rank's sizes would split the next launch's tp=4 layers by 2);
-- a device mesh's rank table is real: ``mesh["tp"].mesh.tolist()`` gives
-  the ranks (lab 10 names each collective's mesh dimension by them). The
-  table is computed outside fake mode and handed back as a fake tensor
-  with its values (a FakeTensor "constant"), and integer tensors up to
-  :data:`TABLE` elements stay constants through the ops on them -- their
-  values are the real ones, never invented.
+  (a tp=2 rank's sizes would split the next launch's tp=4 layers by 2).
 """
 from __future__ import annotations
 
@@ -30,7 +24,6 @@ import sys
 import torch.distributed as tdist
 
 FAKE = "cpu:fake,meta:fake"     # the fake group serves both devices
-TABLE = 1 << 16                 # integer tensors kept as constants
 
 
 def _rebind(real, stand_in) -> list:
@@ -45,37 +38,6 @@ def _rebind(real, stand_in) -> list:
                 out.append((mod, attr, real))
                 setattr(mod, attr, stand_in)
     return out
-
-
-def _real_tables() -> list:
-    """The mesh's rank table as a constant; small integer constants kept
-    through ops (FakeTensorMode keeps only one-element ones)."""
-    import torch
-    import torch.distributed.device_mesh as dm
-    from torch._subclasses.fake_tensor import (FakeTensorMode,
-                                               unset_fake_temporarily)
-    from torch._guards import detect_fake_mode
-    mesh_prop = dm.DeviceMesh.__dict__["mesh"]
-    may_turn_const = FakeTensorMode.may_turn_const
-
-    def mesh(self):
-        with unset_fake_temporarily() as mode:
-            t = mesh_prop.fget(self)
-        mode = mode or detect_fake_mode()
-        return t if mode is None else \
-            mode.fake_tensor_converter.from_real_tensor(mode, t,
-                                                        make_constant=True)
-
-    def small_ints(self, t):
-        return may_turn_const(self, t) or (
-            not t.is_floating_point() and not t.is_complex()
-            and t.numel() <= TABLE and t.device.type == "cpu"
-            and not self.is_our_fake(t) and t.layout == torch.strided)
-    saved = [(dm.DeviceMesh, "mesh", mesh_prop),
-             (FakeTensorMode, "may_turn_const", may_turn_const)]
-    dm.DeviceMesh.mesh = property(mesh)
-    FakeTensorMode.may_turn_const = small_ints
-    return saved
 
 
 def _forget_library_state() -> None:
@@ -103,7 +65,6 @@ def own_process(rules, real_mesh):
     saved = [(c10d, "_new_process_group_helper", new_pg)]
     try:
         saved += _rebind(real_mesh, dm.init_device_mesh)
-        saved += _real_tables()
         c10d._new_process_group_helper = fake_subgroup
         yield
     finally:
