@@ -2,6 +2,7 @@
 #   make book   -> executes the labs (CPU profile) and builds _build/html
 #   make test   -> unit + distributed tests, nbval on the labs, strict book build
 #   make benchmark -> the time budgets, measured (not part of make test)
+#   make rehearse-all -> every notebook's cells rehearsed for gpu8, gpu1
 # The interpreter that builds .venv: PYTHON if given, else the first of
 # these that scripts/check_python.sh accepts (3.11 to 3.13).
 PYTHON ?= $(shell for p in python3 python3.13 python3.12 python3.11; \
@@ -116,6 +117,14 @@ test-fast: $(STAMP)
 # fresh clone), measured, never asserted in a timed test.
 benchmark: $(STAMP) $(CAI_STAMP)
 	$(BIN)/python scripts/benchmark.py --make-test
+
+# Every lab notebook's cells rehearsed on this CPU for the GPU profiles
+# (issue 28; make test executes lab 11's only): fake ranks at real size,
+# minutes per lab on 2 cores, one lab's notebook at a time.
+.PHONY: rehearse-all
+rehearse-all: $(STAMP)
+	$(BIN)/python scripts/run_labs.py --profile gpu8 --rehearse --cells all
+	$(BIN)/python scripts/run_labs.py --profile gpu1 --rehearse --cells all
 
 # Instructor edition: student notebooks + autograders from the otter masters
 # in labs/assignments/, and grading of a folder of handed-in notebooks.

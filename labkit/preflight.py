@@ -11,7 +11,8 @@ against each lab's own need, a lab's expected OOM listed as expected
 (:mod:`labkit.preflight_memory`); the
 torch build and its CUDA / NCCL versions (gloo on CPU); DeepSpeed's ops
 lab 4 needs (``ds_report``'s "compatible" column, asked from the same op
-builders); the GPU interconnect (``nvidia-smi topo -m``); a short
+builders); the nvcc lab 9's Gemini JIT-builds with (CUDA_HOME, its major
+against Colossal-AI's torch); the GPU interconnect (``nvidia-smi topo -m``); a short
 all-reduce bus-bandwidth probe at two sizes (``labkit.runs.collectives``,
 nccl against the profile's link preset, or gloo on CPU); free disk where
 NVMe offload writes and host RAM for the offload cells.
@@ -40,7 +41,8 @@ from labkit.preflight_gpu import (check_devices, gpu_lines,  # noqa: F401
                                   largest_model, no_gpus)
 from labkit.preflight_link import (PROBE_OK, PROBE_SIZES,  # noqa: F401
                                    check_topology, interconnect, probe)
-from labkit.preflight_software import check_deepspeed, check_torch
+from labkit.preflight_software import (check_deepspeed, check_nvcc,
+                                       check_torch)
 
 ROOT = Path(__file__).resolve().parent.parent
 PROFILES = ROOT / "labs" / "profiles"
@@ -109,7 +111,8 @@ def run(name: str, with_probe: bool = True) -> list[Check]:
     elif with_probe:
         checks.append(Check("busbw probe", "fail", "not run",
                             "the lines above ok"))
-    return checks + check_host(profile)
+    # after the probe: lab 9's compiler does not gate NCCL's bandwidth
+    return checks + check_nvcc(name, profile) + check_host(profile)
 
 
 def summary(checks: list[Check]) -> dict:

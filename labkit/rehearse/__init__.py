@@ -4,7 +4,8 @@
     python -m labkit.rehearse --profile gpu1 --node t4 --json
 
 Files: ``node.py`` (the described node), ``world.py`` (one fake rank
-whose GPU is ``meta``), ``autocast.py`` (CUDA's autocast on ``meta``),
+whose GPU is ``meta``), ``process.py`` (what the rank's own process would
+give it: its groups, globals, library state), ``autocast.py`` (CUDA's autocast on ``meta``),
 ``nccl.py`` (CUDA's and NCCL's rules), ``labs.py`` (what each lab
 rehearses without its notebook), ``hook.py`` (a notebook's ``launch()``
 under rehearsal), ``notebooks.py`` (a notebook executed through
@@ -19,8 +20,10 @@ module a cell launches -- and the rank's peak against the node's memory.
 A fake rank at real size costs seconds per training step on 2 cores, so
 ``make test`` executes lab 11's notebook (``run.CELLS_IN_TESTS``) and
 rehearses the other labs by their dry-run cases (``labs.py``), where the
-device is the CPU. What is never rehearsed: values (losses, differences,
-timings: "not rehearsed"), DeepSpeed's and Colossal-AI's engines (another
+device is the CPU; ``make rehearse-all`` executes every notebook for gpu8
+and gpu1 (minutes per lab). What is never rehearsed: values (losses, differences,
+timings, a collective's answer checked with ``bool()``, routing
+counts: "not rehearsed"), DeepSpeed's and Colossal-AI's engines (another
 interpreter for the latter), CUDA-only calls of a cell
 (``torch.cuda.*``), compiled kernels.
 """

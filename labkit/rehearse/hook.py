@@ -55,8 +55,22 @@ FAKE_LIMITS = ("DynamicOutputShapeException", "DataDependentOutputException",
                "Not implemented.")        # an op the fake group lacks
 
 
+# what the first kinds mean, in words, for the "not rehearsed" line
+LIMIT_WORDS = {
+    "DynamicOutputShapeException": "its output's shape depends on values "
+    "(data-dependent)",
+    "DataDependentOutputException": "it reads values (data-dependent)"}
+
+
 def fake_limit(problem: str) -> bool:
     return any(k in problem for k in FAKE_LIMITS)
+
+
+def limit_reason(problem: str) -> str:
+    """The "not rehearsed" reason of a rank's fake-tensor limit."""
+    words = next((w for k, w in LIMIT_WORDS.items() if k in problem), "")
+    return "fake tensors cannot run it" + (f" ({words})" if words else "") \
+        + f": {problem}"
 
 
 class NotRehearsed(LaunchError):
@@ -127,7 +141,7 @@ def launch(module: str, nproc: int, args=(), *, python=None, nnodes=1,
     limits = [p for p in res["problems"] if fake_limit(p)]
     limited = bool(limits) and len(limits) == len(res["problems"])
     if limited:   # what fake tensors cannot do: listed, not a failure
-        row["not_rehearsed"] = f"fake tensors cannot run it: {limits[0]}"
+        row["not_rehearsed"] = limit_reason(limits[0])
         row["problems"] = []
     _event(row)
     if res["oom"]:

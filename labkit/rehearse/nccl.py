@@ -39,6 +39,14 @@ from torch.utils._pytree import tree_flatten
 _P2P = {"send": "send", "recv_": "recv"}
 
 
+def _group_name(boxed) -> str | None:
+    """The name of the process group a c10d operator was given (boxed)."""
+    try:
+        return tdist.ProcessGroup.unbox(boxed).group_name
+    except Exception:  # noqa: BLE001 - another script object: no group
+        return None
+
+
 class NcclRules(TorchDispatchMode):
     """Check each collective of one rank; log its point-to-point calls."""
 
@@ -48,6 +56,7 @@ class NcclRules(TorchDispatchMode):
         self.violations: list[str] = []
         self.p2p: list[dict] = []
         self.group = None          # the batch_isend_irecv call, if in one
+        self.cpu_groups: set = set()   # names of groups made as gloo
         self._groups = itertools.count()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -56,9 +65,11 @@ class NcclRules(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
     def _check(self, name, args):
-        tensors = [t for t in tree_flatten(list(args))[0]
-                   if isinstance(t, torch.Tensor)]
-        for t in tensors:
+        flat = tree_flatten(list(args))[0]
+        tensors = [t for t in flat if isinstance(t, torch.Tensor)]
+        gloo = any(_group_name(g) in self.cpu_groups for g in flat
+                   if isinstance(g, torch.ScriptObject))
+        for t in tensors if not gloo else ():   # gloo: CPU tensors lawful
             if t.device.type != self.device.type:
                 where = ("a CPU tensor" if t.device.type == "cpu"
                          else f"a tensor on {t.device}")

@@ -22,6 +22,9 @@ report shows them as "not rehearsed", never as numbers. ``dist.save``
 keeps the record here; ``dist.close`` and ``dist.sync`` do nothing.
 ``torch.autocast("meta")`` is CUDA's autocast, stood in for
 (:mod:`labkit.rehearse.autocast`).
+
+What the rank's own process would give it -- its own groups, module
+globals and library state -- is :mod:`labkit.rehearse.process`.
 """
 from __future__ import annotations
 
@@ -35,6 +38,7 @@ from labkit.dryrun.account import Tracker
 from labkit.dryrun.fake import fake_world
 from labkit.rehearse.autocast import patched_autocast
 from labkit.rehearse.nccl import NcclRules, watch_groups
+from labkit.rehearse.process import FAKE, own_process
 
 DEVICE = torch.device("meta")   # the rank's GPU, in a rehearsal
 
@@ -115,7 +119,7 @@ def rehearsed_rank(world_size: int, rank: int):
     item = torch.Tensor.item
 
     def fake_item(self):
-        if isinstance(self, FakeTensor):
+        if isinstance(self, FakeTensor) and self.constant is None:
             r.not_rehearsed += 1
             return math.nan
         return item(self)
@@ -172,8 +176,10 @@ def rehearsed_rank(world_size: int, rank: int):
         ddp_init(self, *a, **k)
         fake_ddp_hook(self)
         self.reducer = _NoRebuild(self.reducer)
-    with fake_world(world_size, rank, backend="cpu:fake,meta:fake"), \
-            patched_autocast():
+    import torch.distributed.device_mesh as dm
+    real_mesh = dm.init_device_mesh
+    with fake_world(world_size, rank, backend=FAKE), patched_autocast(), \
+            own_process(r.rules, real_mesh):
         try:
             dist.init = lambda *a, **k: r.context()
             dist.save = save

@@ -1,0 +1,73 @@
+"""What a rehearsed rank's own process would give it, in this one.
+
+    with fake_world(...), own_process(rules, real_mesh):   # world.py
+        ...                    # the run module's main()
+
+On the node each rank is a fresh process; here every rank of every launch
+runs in the notebook's kernel, one after the other. So:
+
+- every process group a rank makes (``new_group``, a mesh's, Megatron's
+  gloo groups beside its nccl ones) is the fake group's, since a real
+  gloo group wants a real store; one asked for as gloo may carry CPU
+  tensors, as on the node (``rules.cpu_groups``);
+- a course module that bound ``init_device_mesh`` at import (``from
+  torch.distributed.device_mesh import init_device_mesh``) gets the fake
+  world's, as one calling it through its module does;
+- Megatron's parallel state ends with the rank, as the process would
+  (a tp=2 rank's sizes would split the next launch's tp=4 layers by 2).
+"""
+from __future__ import annotations
+
+import contextlib
+import sys
+
+import torch.distributed as tdist
+
+FAKE = "cpu:fake,meta:fake"     # the fake group serves both devices
+
+
+def _rebind(real, stand_in) -> list:
+    """Every course module's global bound to ``real``, now ``stand_in``;
+    the (module, name, real) to restore."""
+    out = []
+    for name, mod in list(sys.modules.items()):
+        if not name.startswith("labkit.") or mod is None:
+            continue
+        for attr, value in list(vars(mod).items()):
+            if value is real:
+                out.append((mod, attr, real))
+                setattr(mod, attr, stand_in)
+    return out
+
+
+def _forget_library_state() -> None:
+    ps = sys.modules.get("megatron.core.parallel_state")
+    if ps is not None:
+        ps.destroy_model_parallel()
+
+
+@contextlib.contextmanager
+def own_process(rules, real_mesh):
+    """Inside the fake world: ``rules`` (the rank's NcclRules) learns
+    the gloo groups; ``real_mesh``: ``init_device_mesh`` as it was before
+    the fake world replaced it."""
+    import torch.distributed.device_mesh as dm
+    import torch.distributed.distributed_c10d as c10d
+    new_pg = c10d._new_process_group_helper
+
+    def fake_subgroup(size, group_rank, ranks, backend, *a, **k):
+        pg, store = new_pg(size, group_rank, ranks, c10d.Backend(FAKE),
+                           *a, **k)
+        if str(backend or "").lower() == "gloo" and \
+                isinstance(pg, tdist.ProcessGroup):   # not a non-member
+            rules.cpu_groups.add(pg.group_name)
+        return pg, store
+    saved = [(c10d, "_new_process_group_helper", new_pg)]
+    try:
+        saved += _rebind(real_mesh, dm.init_device_mesh)
+        c10d._new_process_group_helper = fake_subgroup
+        yield
+    finally:
+        for obj, name, value in saved:
+            setattr(obj, name, value)
+        _forget_library_state()

@@ -1,0 +1,87 @@
+"""The rehearsal's stand-ins for what a rank's own process gives it
+(labkit.rehearse.world), found by executing every lab's notebook with
+``--cells all`` (issue 28): each rank's groups, module globals and
+library state are those a fresh process on a GPU node would have."""
+from __future__ import annotations
+
+import sys
+import types
+
+import torch
+import torch.distributed as tdist
+
+from labkit.rehearse.world import rehearsed_rank
+
+
+def test_a_gloo_subgroup_is_fake_and_its_cpu_tensors_lawful():
+    """Megatron's ``initialize_model_parallel`` makes gloo groups beside
+    the nccl ones (lab 5): a real gloo group wants a real store. On the
+    node a CPU tensor in a gloo group is lawful; in the nccl world it is
+    not."""
+    with rehearsed_rank(2, 0) as r:
+        with r.rules:
+            g = tdist.new_group([0, 1], backend="gloo")
+            tdist.all_reduce(torch.ones(3), group=g)
+            assert r.rules.violations == []
+            tdist.all_reduce(torch.ones(3))
+    assert len(r.rules.violations) == 1
+    assert "a CPU tensor (3,) in an nccl collective" in r.rules.violations[0]
+
+
+def test_megatron_parallel_state_ends_with_the_rank():
+    """A tp=2 rank's Megatron state must not reach the next launch's
+    tp=4 ranks in the same kernel (each is a fresh process on the node)."""
+    from megatron.core import parallel_state as ps
+    with rehearsed_rank(2, 1):
+        ps.initialize_model_parallel(tensor_model_parallel_size=2)
+        assert ps.get_tensor_model_parallel_world_size() == 2
+    assert not ps.model_parallel_is_initialized()
+    with rehearsed_rank(4, 3):
+        ps.initialize_model_parallel(tensor_model_parallel_size=4)
+        assert ps.get_tensor_model_parallel_world_size() == 4
+        assert ps.get_tensor_model_parallel_rank() == 3
+
+
+def test_init_device_mesh_bound_at_import_is_the_fake_worlds():
+    """``from torch.distributed.device_mesh import init_device_mesh`` at
+    a run module's top (lab 13) gets the fake world's mesh too."""
+    import torch.distributed.device_mesh as dm
+    real = dm.init_device_mesh
+    mod = types.ModuleType("labkit._bound_at_import")
+    mod.init_device_mesh = real
+    sys.modules[mod.__name__] = mod
+    try:
+        with rehearsed_rank(8, 7):
+            assert mod.init_device_mesh is not real
+            mesh = mod.init_device_mesh("meta", (1, 8),
+                                        mesh_dim_names=("dp", "ep"))
+            assert mesh.device_type == "meta"
+            assert mesh["ep"].size() == 8
+        assert mod.init_device_mesh is real
+    finally:
+        del sys.modules[mod.__name__]
+
+
+def test_a_data_dependent_operator_is_a_limit_said_in_words():
+    """Lab 13's router counts tokens per expert (``bincount``): a shape
+    read from values fake tensors do not have -- not rehearsed, with the
+    reason; never a failure, never an invented count."""
+    from labkit.rehearse.hook import fake_limit, limit_reason
+    p = ("launch labkit.runs.experts on 8 ranks, rank 0: error: "
+         "DynamicOutputShapeException: aten.bincount.default "
+         "(at moe/router.py:75)")
+    assert fake_limit(p)
+    why = limit_reason(p)
+    assert why.startswith("fake tensors cannot run it (its output's shape "
+                          "depends on values (data-dependent)): launch")
+    assert "aten.bincount" in why and "\n" not in why
+    assert not fake_limit("rank 0: error: device rule: a CPU tensor")
+
+
+def test_a_cell_past_the_timeout_is_listed_and_the_rest_run():
+    """nbclient interrupts a cell past the timeout (lab 1's five 1.4B
+    strategies under load): the cell is listed, the notebook goes on."""
+    from labkit.rehearse import notebooks as N
+    st, why = N._status({}, ("KeyboardInterrupt", ""), [], [])
+    assert st == "not rehearsed"
+    assert f"ran past the rehearsal's {N.CELL_TIMEOUT_S} s" in why
