@@ -48,7 +48,7 @@ MATH = re.compile(r"\$\$.+?\$\$|\$[^$]+\$", re.S)
 LINK = re.compile(r"\]\(([^)\s]+)\)|<(https?://[^>]+)>")
 NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*(?!\w)")
 CJK = re.compile(r"[\u4e00-\u9fff]")
-WORD = re.compile(r"\b[a-z]{3,}\b")
+WORD = re.compile(r"\b[A-Za-z][a-z]{2,}\b")   # not DDP, GPU, fp32
 LATEX = re.compile(r"\\[A-Za-z]+")
 
 
@@ -223,7 +223,11 @@ def update(pot_dir: Path, locale: Path = LOCALE) -> list[Path]:
             po = Catalog(locale=LANG, project="Training at Scale",
                          copyright_holder="The Training at Scale course "
                          "authors", fuzzy=False)
+        was = {m.string: m.id for m in po if m.id and m.string}
         po.update(template, update_header_comment=False)
+        for m in po:     # babel leaves the old English out: a translator
+            if m.fuzzy and m.id and not m.previous_id and m.string in was:
+                m.previous_id = [was[m.string]]   # needs it (#| msgid)
         po_path.parent.mkdir(parents=True, exist_ok=True)
         with open(po_path, "wb") as f:
             write_po(f, po, width=78, omit_header=False,
@@ -232,15 +236,17 @@ def update(pot_dir: Path, locale: Path = LOCALE) -> list[Path]:
     return written
 
 
-def extract(out: Path) -> Path:
-    """Sphinx's gettext builder over the English sources as committed
-    (nothing executed: messages come from the text), into ``out``."""
+def extract(out: Path, root: Path = ROOT, pages: list[str] | None = None
+            ) -> Path:
+    """Sphinx's gettext builder over the English sources of ``root`` as
+    committed (nothing executed: messages come from the text), into
+    ``out``; ``pages``: only these (the first is the root page)."""
     import yaml
     src = out / "gettext-src"
     shutil.rmtree(src, ignore_errors=True)
     src.mkdir(parents=True)
     for name in SOURCES:
-        p = ROOT / name
+        p = root / name
         if p.is_dir():
             shutil.copytree(p, src / name, ignore=shutil.ignore_patterns(
                 "__pycache__", ".ipynb_checkpoints", "profiles",
@@ -252,6 +258,11 @@ def extract(out: Path) -> Path:
     cfg["sphinx"]["config"].update(gettext_compact=False, gettext_uuid=False,
                                    gettext_location=True)
     (src / "_config.yml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    if pages:
+        toc = {"format": "jb-article", "root": pages[0]}
+        if pages[1:]:
+            toc["sections"] = [{"file": p} for p in pages[1:]]
+        (src / "_toc.yml").write_text(yaml.safe_dump(toc, sort_keys=False))
     pot = out / "_build" / "gettext"
     shutil.rmtree(pot, ignore_errors=True)
     jb = Path(sys.executable).with_name("jupyter-book")
