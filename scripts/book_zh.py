@@ -77,7 +77,7 @@ def configs(src: Path, cache: Path, zh_pages: list[str]) -> Path:
     zh = yaml.safe_load((ZH / "config.yml").read_text())
     cfg["title"] = zh.get("title", cfg["title"])
     sph.update(language="zh_CN", locale_dirs=["locale"], lang_switch="en",
-               lang_switch_skip=zh_pages)
+               lang_switch_skip=zh_pages, **zh.get("sphinx", {}))
     zh_cfg = src / "_config_zh.yml"
     zh_cfg.write_text(yaml.safe_dump(cfg, sort_keys=False))
     toc = yaml.safe_load((src / "_toc.yml").read_text())

@@ -50,6 +50,7 @@ NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*(?!\w)")
 CJK = re.compile(r"[\u4e00-\u9fff]")
 WORD = re.compile(r"\b[A-Za-z][a-z]{2,}\b")   # not DDP, GPU, fp32
 LATEX = re.compile(r"\\[A-Za-z]+")
+LIST_START = re.compile(r"\d+[.)]\s|[-*+]\s")
 
 
 def po_dir(locale: Path = LOCALE) -> Path:
@@ -141,6 +142,11 @@ def check_page(page: str, pot, po) -> list[Problem]:
         elif not CJK.search(t.string):
             problems.append(Problem(page, loc, "English left in the "
                                     "Chinese", m.id))
+        elif LIST_START.match(t.string):
+            # a heading "## 1. Predict": Sphinx re-parses the title alone,
+            # and "1. ..." is then a list, so the English stays
+            problems.append(Problem(page, loc, "starts like a list item "
+                                    "(write 1\\. for 1.)", m.id))
         else:
             a, b = pieces(m.id), pieces(t.string)
             for k in a:

@@ -69,6 +69,15 @@ def test_each_way_a_translation_goes_wrong_is_named(zh, kind):
     assert "The optimizer's share" in str(problems[0])
 
 
+def test_a_numbered_heading_must_not_read_as_a_list():
+    pot = catalog([("1. Check the parameters", "")])
+    ok = catalog([("1. Check the parameters", "1\\. 先检查参数")])
+    bad = catalog([("1. Check the parameters", "1. 先检查参数")])
+    assert Z.check_page("labs/01_memory", pot, ok) == []
+    assert "starts like a list item" in str(
+        Z.check_page("labs/01_memory", pot, bad)[0])
+
+
 def test_a_notebook_paragraph_is_named_by_cell_and_line():
     assert Z.where("labs/01_memory", [("labs/01_memory.ipynb", 40003)]) \
         == "labs/01_memory.ipynb cell 3 line 3"
