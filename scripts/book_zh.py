@@ -8,7 +8,8 @@
 English goes to ``_build/html`` as ``scripts/build_book.py`` builds it,
 Chinese to ``_build/html/zh``; every page links its twin in the other
 language (``book/_ext/lang_switch.py``). ``--pages`` cuts the table of
-contents to those pages (a quick look while translating).
+contents to those pages and stages no assignment handouts (a quick look
+while translating).
 
 Why two Sphinx builds of one staged copy: Sphinx translates a page while
 reading it (gettext catalogs, ``locale/zh_CN/LC_MESSAGES/<page>.po``, see
@@ -119,9 +120,10 @@ def main(argv=None) -> int:
         ap.error("--out must be a folder named _build")
     src = build_book.stage(a.labs_from.resolve() if a.labs_from else None,
                            out, a.partial)
-    build_book.stage_handouts(src)
-    if a.pages:
-        cut_toc(src / "_toc.yml", a.pages)
+    if a.pages:      # a quick look: no handouts (the labs' download
+        cut_toc(src / "_toc.yml", a.pages)   # link then warns)
+    else:
+        build_book.stage_handouts(src)
     shutil.copytree(ROOT / "locale", src / "locale")   # .mo are made here
     cache = out / ".jupyter_cache"
     shutil.rmtree(cache, ignore_errors=True)     # numbers of today's code
