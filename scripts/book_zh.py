@@ -87,6 +87,16 @@ def configs(src: Path, cache: Path, zh_pages: list[str]) -> Path:
     return zh_cfg
 
 
+def not_cached(cache: Path) -> list[str]:
+    """Pages the English build tried to execute and did not cache (an
+    error or a timeout): under ``cache`` mode the Chinese build would run
+    them again."""
+    if not cache.exists():
+        return []
+    from jupyter_cache import get_cache
+    return sorted(Path(r.uri).name for r in get_cache(cache).list_unexecuted())
+
+
 def sphinx(src: Path, out: Path, jobs: int, strict: bool,
            extra: list[str]) -> tuple[int, float, float]:
     """One jupyter-book build: (return code, wall s, CPU s of children)."""
@@ -134,6 +144,11 @@ def main(argv=None) -> int:
     print(f"book (en): {wall:.0f} s wall, {cpu:.0f} s CPU", flush=True)
     if rc:
         return rc
+    failed = not_cached(cache)
+    if failed:    # the Chinese build would execute them again, for nothing
+        print("book (zh): not built: the English build did not execute "
+              + ", ".join(failed) + " (see its warnings)", flush=True)
+        return 1
     zh_out = out / "zh"
     rc, wall, cpu = sphinx(src, zh_out, a.jobs, a.strict,
                            ["--config", str(zh_cfg),
