@@ -1,0 +1,166 @@
+"""Build the book in English and in Chinese from the same sources.
+
+    python scripts/book_zh.py                        # labs as committed
+    python scripts/book_zh.py --labs-from _build/labs/cpu
+    python scripts/book_zh.py --strict
+    python scripts/book_zh.py --pages book/intro book/01_memory labs/01_memory
+
+English goes to ``_build/html`` as ``scripts/build_book.py`` builds it,
+Chinese to ``_build/html/zh``; every page links its twin in the other
+language (``book/_ext/lang_switch.py``). ``--pages`` cuts the table of
+contents to those pages and stages no assignment handouts (a quick look
+while translating).
+
+Why two Sphinx builds of one staged copy: Sphinx translates a page while
+reading it (gettext catalogs, ``locale/zh_CN/LC_MESSAGES/<page>.po``, see
+``scripts/zh_catalogs.py``), and a build has one language. The chapters'
+code cells run once: the English build executes them into a jupyter-cache
+made empty first (so the numbers are today's, as under ``force``), and the
+Chinese build takes every chapter's outputs from that cache, because its
+code cells are the same cells. So each glued number is computed once, by
+the same code, for both languages, and no code cell is copied. The
+Chinese-only pages (the glossary, ``locale/zh_CN/pages/``) join the
+Chinese table of contents after the intro.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import build_book  # noqa: E402
+
+ZH = ROOT / "locale" / "zh_CN"
+
+
+def cut_toc(toc_path: Path, keep: list[str]) -> None:
+    """Keep only the pages ``keep`` (and the root) in the table."""
+    toc = yaml.safe_load(toc_path.read_text())
+    chapters = []
+    for ch in toc.get("chapters", []):
+        secs = [s for s in ch.get("sections", []) if s["file"] in keep]
+        if ch["file"] in keep:
+            chapters.append(dict(ch, sections=secs) if secs else
+                            {"file": ch["file"]})
+        chapters += [{"file": s["file"]} for s in secs
+                     if ch["file"] not in keep]
+    toc["chapters"] = chapters
+    toc_path.write_text(yaml.safe_dump(toc, sort_keys=False))
+
+
+def zh_only_pages(src: Path) -> list[str]:
+    """Copy the Chinese-only pages into the staged book/ and list them."""
+    pages = []
+    for p in sorted((ZH / "pages").glob("*.md")):
+        shutil.copy2(p, src / "book" / p.name)
+        pages.append(f"book/{p.stem}")
+    return pages
+
+
+def configs(src: Path, cache: Path, zh_pages: list[str]) -> Path:
+    """The English _config.yml (cache mode) and the Chinese one."""
+    cfg = yaml.safe_load((src / "_config.yml").read_text())
+    if cfg["execute"]["execute_notebooks"] == "force":
+        cfg["execute"].update(execute_notebooks="cache", cache=str(cache))
+    sph = cfg["sphinx"]["config"]
+    sph.update(gettext_compact=False, lang_switch="zh",
+               lang_switch_skip=[])
+    (src / "_config.yml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    zh = yaml.safe_load((ZH / "config.yml").read_text())
+    cfg["title"] = zh.get("title", cfg["title"])
+    sph.update(language="zh_CN", locale_dirs=["locale"], lang_switch="en",
+               lang_switch_skip=zh_pages, **zh.get("sphinx", {}))
+    zh_cfg = src / "_config_zh.yml"
+    zh_cfg.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    toc = yaml.safe_load((src / "_toc.yml").read_text())
+    toc["chapters"] = [{"file": p} for p in zh_pages] + toc["chapters"]
+    (src / "_toc_zh.yml").write_text(yaml.safe_dump(toc, sort_keys=False))
+    return zh_cfg
+
+
+def not_cached(cache: Path) -> list[str]:
+    """Pages the English build tried to execute and did not cache (an
+    error or a timeout): under ``cache`` mode the Chinese build would run
+    them again."""
+    if not cache.exists():
+        return []
+    from jupyter_cache import get_cache
+    return sorted(Path(r.uri).name for r in get_cache(cache).list_unexecuted())
+
+
+def sphinx(src: Path, out: Path, jobs: int, strict: bool,
+           extra: list[str]) -> tuple[int, float, float]:
+    """One jupyter-book build: (return code, wall s, CPU s of children)."""
+    cmd = [sys.executable, "-c",
+           build_book.JUPYTER_BOOK_WITH_JOBS.format(jobs=jobs), "build",
+           str(src), "--builder", "html", "--path-output", str(out),
+           "--all", *extra]
+    if strict:
+        cmd += ["-W", "-n", "--keep-going"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    rc = subprocess.call(cmd, cwd=ROOT)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime
+                                                + before.ru_stime)
+    return rc, time.perf_counter() - t0, cpu
+
+
+def main(argv=None) -> int:
+    os.environ["PYTHONPATH"] = build_book.checkout_pythonpath()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--labs-from", type=Path)
+    ap.add_argument("--strict", action="store_true")
+    ap.add_argument("--partial", action="store_true")
+    ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
+    ap.add_argument("--pages", nargs="+", help="only these pages")
+    ap.add_argument("--out", type=Path, default=ROOT / "_build")
+    a = ap.parse_args(argv)
+    out = a.out.resolve()
+    if out.name != "_build":
+        ap.error("--out must be a folder named _build")
+    src = build_book.stage(a.labs_from.resolve() if a.labs_from else None,
+                           out, a.partial)
+    if a.pages:      # a quick look: no handouts (the labs' download
+        cut_toc(src / "_toc.yml", a.pages)   # link then warns)
+    else:
+        build_book.stage_handouts(src)
+    shutil.copytree(ROOT / "locale", src / "locale")   # .mo are made here
+    cache = out / ".jupyter_cache"
+    shutil.rmtree(cache, ignore_errors=True)     # numbers of today's code
+    zh_cfg = configs(src, cache, zh_only_pages(src))
+    for d in ("html", ".doctrees", "jupyter_execute", "zh"):
+        shutil.rmtree(out / d, ignore_errors=True)
+    rc, wall, cpu = sphinx(src, out.parent, a.jobs, a.strict, [])
+    print(f"book (en): {wall:.0f} s wall, {cpu:.0f} s CPU", flush=True)
+    if rc:
+        return rc
+    failed = not_cached(cache)
+    if failed:    # the Chinese build would execute them again, for nothing
+        print("book (zh): not built: the English build did not execute "
+              + ", ".join(failed) + " (see its warnings)", flush=True)
+        return 1
+    zh_out = out / "zh"
+    rc, wall, cpu = sphinx(src, zh_out, a.jobs, a.strict,
+                           ["--config", str(zh_cfg),
+                            "--toc", str(src / "_toc_zh.yml")])
+    print(f"book (zh): {wall:.0f} s wall, {cpu:.0f} s CPU", flush=True)
+    if rc:
+        return rc
+    shutil.move(str(zh_out / "_build" / "html"), str(out / "html" / "zh"))
+    print(f"book: {out / 'html' / 'index.html'}, "
+          f"{out / 'html' / 'zh' / 'index.html'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
