@@ -12,10 +12,26 @@ from labkit.checks.rules import require
 
 
 def tensor_parallel(profile, tp_sizes, hidden, heads, seq, micro_batch,
-                    dtype, timing_steps):
-    """Lab 5. Returns ``on_gpu``."""
+                    dtype, timing_steps, archs=("gpt",), kv_heads=2):
+    """Lab 5. Returns ``on_gpu``. ``archs``: the blocks split -- the GPT's
+    (the lesson: its fused QKV, the formulas) and the Llama-style one
+    beside it (GQA with ``kv_heads``, SwiGLU)."""
+    from labkit.predict.tensor_parallel_gqa import kv_split
+    from labkit.runs.tensor_parallel import llama_record
 
     on_gpu = _profile(profile)
+    require(len(archs) > 0 and len(set(archs)) == len(archs),
+            f"archs must name each block once, got {archs!r}")
+    require("gpt" in archs, "archs must hold 'gpt': lab 5's lesson (the "
+            "fused QKV split by heads, the formulas) is on the GPT block; "
+            "'llama' runs beside it")
+    if "llama" in archs:
+        try:
+            rec = llama_record(hidden, heads, kv_heads, seq)
+            for t in tp_sizes:
+                kv_split(rec, t)
+        except ValueError as e:
+            raise ValueError(f"archs=['llama']: {e}") from None
     _sizes(tp_sizes, "tensor-parallel sizes", on_gpu)
     require(hidden % heads == 0,
             f"hidden {hidden} must divide by heads {heads}")

@@ -69,6 +69,10 @@ def _arch(name, v):
     return v
 
 
+def _archs(name, v):
+    return [_arch(name, x) for x in R.strings(name, v)]
+
+
 def _model(name, v):
     """A model shape: positive integers, and ``arch`` (gpt or llama)."""
     v = R._parse(v)
@@ -113,6 +117,7 @@ RULES = {
     "min_bytes": _int(1, BYTES), "max_bytes": _int(1, BYTES),
     "reduce_bucket_size": _int(1, 2 ** 40),
     "model": _model,   # its "arch" key: _arch, above
+    "archs": _archs,   # lab 5: the blocks it splits
     # real numbers
     "timeout_s": _seconds, "hang_timeout_s": _seconds,
     "compile_timeout_s": _seconds,
