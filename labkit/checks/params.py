@@ -61,6 +61,8 @@ def _seconds(name, v):   # a timeout: finite, positive, under a day
 
 
 ARCHS = ("gpt", "llama")   # labkit.model.ARCHS (no torch import here)
+# ``arch`` is a key of ``model`` (_model); labs 5 and 6, which have no
+# model dict, take ``archs`` (lab 5) and ``arch`` (lab 6)
 
 
 def _arch(name, v):
@@ -118,6 +120,7 @@ RULES = {
     "reduce_bucket_size": _int(1, 2 ** 40),
     "model": _model,   # its "arch" key: _arch, above
     "archs": _archs,   # lab 5: the blocks it splits
+    "arch": _arch,     # lab 6: the stages' blocks (no model dict)
     # real numbers
     "timeout_s": _seconds, "hang_timeout_s": _seconds,
     "compile_timeout_s": _seconds,
