@@ -79,6 +79,7 @@ BAD = [
     ("tensor_parallel", {"tp_sizes": [3]}, "must divide the 4 heads"),
     ("tensor_parallel", {"dtype": "fp8"}, "unknown dtype 'fp8'"),
     ("tensor_parallel", {"archs": ["llama"]}, "archs must hold 'gpt'"),
+    ("pipeline_parallel", {"arch": "mamba"}, "unknown architecture"),
     ("tensor_parallel", {"archs": ["gpt", "mamba"]},
      "unknown architecture"),
     ("tensor_parallel", {"kv_heads": 3}, "Llama-style block: kv_heads"),
