@@ -49,8 +49,7 @@ from labkit.measure.collectives import CollectiveCounter
 from labkit.model import GPTConfig, build, build_arch
 from labkit.predict.tensor_parallel_gqa import kv_split
 from labkit.runs.tp_dtensor import dtensor_block, dtensor_full_grads
-from labkit.runs.tp_gqa import (gqa_block, gqa_dtensor_block,
-                                gqa_full_grads, sync_kv_grads)
+from labkit.runs.tp_gqa import llama_record, llama_split  # noqa: F401
 from labkit.runs.tp_layers import (LocalAttention, LocalMLP,  # noqa: F401
                                    TPBlock, separate_qkv)
 from labkit.runs.tp_megatron import megatron_available, megatron_block
@@ -109,23 +108,6 @@ def gpt_split(variant, cfg, ctx, mesh, like):
     grads = ((lambda b: scratch_full_grads(b, cfg.heads, tp))
              if variant in SCRATCH_LAYOUT else dtensor_full_grads)
     return ref, block, grads, None
-
-
-def llama_split(variant, a, ctx, mesh, like):
-    """The same for the Llama-style block (:mod:`labkit.runs.tp_gqa`)."""
-    from labkit.decoder import Block
-    tp, rank = ctx.world_size, ctx.rank
-    ref = Block(a).to(device=like.device, dtype=like.dtype)
-    if variant == "dtensor":
-        return (ref, lambda r: gqa_dtensor_block(r, a, mesh),
-                lambda b: {n: getattr(p.grad, "full_tensor",
-                                      lambda: p.grad)()
-                           for n, p in b.named_parameters()}, None)
-    return (ref, lambda r: gqa_block(r, a, rank, tp,
-                                     comm=variant == "scratch"),
-            lambda b: gqa_full_grads(b, a, tp),
-            (lambda b: sync_kv_grads(b, a, rank, tp))
-            if variant == "scratch" else None)
 
 
 def run_variant(variant, ref_state, ref_out, ref_grads, ref_xgrad,
@@ -275,14 +257,6 @@ def main():
                             for v in llama]}
     dist.save(ctx, out)
     dist.close()
-
-
-def llama_record(hidden: int, heads: int, kv_heads: int, seq: int):
-    """The one-block Llama-style record of the lab's sizes (SwiGLU width:
-    :func:`labkit.predict.arch.llama_shape`)."""
-    from labkit.predict.arch import llama, llama_shape
-    return llama(1, hidden, heads, kv_heads, llama_shape(hidden, heads)[1],
-                 8, max_seq=seq)
 
 
 def perturb(block, g) -> None:

@@ -206,3 +206,29 @@ def gqa_dtensor_block(ref, a, mesh) -> GQABlock:
             **{f"attn.{n}": ColwiseParallel() for n in "qkv"},
             **{f"mlp.{n}": ColwiseParallel() for n in ("gate", "up")}}
     return parallelize_module(block, mesh, plan)
+
+
+def llama_record(hidden: int, heads: int, kv_heads: int, seq: int):
+    """The one-block Llama-style record of the lab's sizes (SwiGLU width:
+    :func:`labkit.predict.arch.llama_shape`)."""
+    from labkit.predict.arch import llama, llama_shape
+    return llama(1, hidden, heads, kv_heads, llama_shape(hidden, heads)[1],
+                 8, max_seq=seq)
+
+
+def llama_split(variant, a, ctx, mesh, like):
+    """``(reference, split, full_grads, sync)`` of a Llama-style variant
+    (scratch, no_comm, dtensor) for :mod:`labkit.runs.tensor_parallel`."""
+    from labkit.decoder import Block
+    tp, rank = ctx.world_size, ctx.rank
+    ref = Block(a).to(device=like.device, dtype=like.dtype)
+    if variant == "dtensor":
+        return (ref, lambda r: gqa_dtensor_block(r, a, mesh),
+                lambda b: {n: getattr(p.grad, "full_tensor",
+                                      lambda: p.grad)()
+                           for n, p in b.named_parameters()}, None)
+    return (ref, lambda r: gqa_block(r, a, rank, tp,
+                                     comm=variant == "scratch"),
+            lambda b: gqa_full_grads(b, a, tp),
+            (lambda b: sync_kv_grads(b, a, rank, tp))
+            if variant == "scratch" else None)
