@@ -3,6 +3,7 @@ import math
 
 import pytest
 
+from labkit.predict import activations as A
 from labkit.predict import fit as F
 from labkit.predict.accumulation import step_calls, summary
 from labkit.predict.memory import gpt_params
@@ -100,3 +101,27 @@ def test_llama3_8b_capstone_plan():
     head = [e for e in AA.saved(a, 8192, 1, "fsdp_bf16") if
             e.name.startswith("log_softmax")]
     assert head[0].bytes == 8192 * 128256 * 4
+
+
+def test_a_lab_model_dict_with_arch_reads_the_record():
+    """Lab 12's ``model`` dict with ``arch``: "gpt" prices exactly as the
+    plain sizes, "llama" as the record of those sizes; its units are the
+    Llama-style decoder's FSDP units, tensor by tensor."""
+    from labkit.model import GPTConfig, build, sharding_units
+    from labkit.predict import arch
+    args = (2, 16, 6e6, 1e10, 1e9)
+    assert F.plan({**CPU, "arch": "gpt"}, *args) == F.plan(CPU, *args)
+    llama = {**CPU, "arch": "llama"}
+    rec = {"arch": arch.of_shape(**CPU, arch="llama"), "seq": CPU["seq"]}
+    assert F.plan(llama, *args) == F.plan(rec, *args)
+    m = build(GPTConfig(**llama))
+    want = [sorted(tuple(p.shape) for p in u.parameters())
+            for u in sharding_units(m)]
+    assert [sorted(u) for u in F.units(llama)] == want
+    assert F.per_rank_bytes(llama, 2, F.Config("ddp", "none", 1, 1))[
+        "params"] == sum(p.numel() for p in m.parameters())
+    for rc in ("none", "full", "selective"):   # the GPT path, unchanged
+        assert F.saved(CPU, 2, recompute=rc) == A.saved(
+            4, 64, 4, 256, 64, 2, recompute=rc)
+    assert F.recompute_flop_ratio(llama, "selective") == 1.0
+    assert F.recompute_flop_ratio(llama, "full") > 1.3

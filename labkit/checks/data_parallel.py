@@ -156,9 +156,7 @@ def fit(profile, world_size, model, global_batch, budget_bytes, steps,
     from labkit.model import GPTConfig, check_shardable
 
     on_gpu = _profile(profile)
-    config = GPTConfig(**model)
-    _gpt_only(config, "lab 12's fit ledger (per-unit activations, the "
-              "planner's memory) is exact for the GPT block")
+    config = GPTConfig(**model)   # gpt or llama: the ledger reads both
     backend = pick_backend(world_size, require_gpu=on_gpu)
     require(global_batch % world_size == 0,
             f"global batch {global_batch} does not divide by {world_size}")

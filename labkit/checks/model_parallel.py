@@ -12,10 +12,19 @@ from labkit.checks.rules import require
 
 
 def tensor_parallel(profile, tp_sizes, hidden, heads, seq, micro_batch,
-                    dtype, timing_steps):
-    """Lab 5. Returns ``on_gpu``."""
+                    dtype, timing_steps, archs=("gpt",), kv_heads=2):
+    """Lab 5. Returns ``on_gpu``. ``archs``: the blocks split -- the GPT's
+    (the lesson: its fused QKV, the formulas) and the Llama-style one
+    beside it (GQA with ``kv_heads``, SwiGLU)."""
+    from labkit.predict.tensor_parallel_gqa import kv_split
+    from labkit.runs.tensor_parallel import llama_record
 
     on_gpu = _profile(profile)
+    require(len(archs) > 0 and len(set(archs)) == len(archs),
+            f"archs must name each block once, got {archs!r}")
+    require("gpt" in archs, "archs must hold 'gpt': lab 5's lesson (the "
+            "fused QKV split by heads, the formulas) is on the GPT block; "
+            "'llama' runs beside it")
     _sizes(tp_sizes, "tensor-parallel sizes", on_gpu)
     require(hidden % heads == 0,
             f"hidden {hidden} must divide by heads {heads}")
@@ -24,13 +33,21 @@ def tensor_parallel(profile, tp_sizes, hidden, heads, seq, micro_batch,
     require(dtype in ("fp32", "bf16"), f"unknown dtype {dtype!r}")
     require(min(seq, micro_batch) >= 1 and timing_steps >= 0,
             "seq and micro_batch >= 1, timing_steps >= 0")
+    if "llama" in archs:   # its K/V heads split, or are replicated evenly
+        try:
+            rec = llama_record(hidden, heads, kv_heads, seq)
+            for t in tp_sizes:
+                kv_split(rec, t)
+        except ValueError as e:
+            raise ValueError(f"the Llama-style block: {e}") from None
     return on_gpu
 
 
 def pipeline_parallel(profile, stages, sweep_stages, schedules, chunks,
                       microbatches, check_microbatches, layers, hidden,
-                      heads, dtype, steps, repeats):
-    """Lab 6. Returns ``(on_gpu, world)``: the most ranks one run uses."""
+                      heads, dtype, steps, repeats, arch="gpt"):
+    """Lab 6. Returns ``(on_gpu, world)``: the most ranks one run uses.
+    ``arch``: the stages' blocks (the schedules do not depend on them)."""
     from labkit.predict import pipeline_parallel as PP
 
     on_gpu = _profile(profile)
@@ -55,6 +72,11 @@ def pipeline_parallel(profile, stages, sweep_stages, schedules, chunks,
                 f"no micro-batch count in {microbatches} fits depth {p}")
     require(hidden % heads == 0,
             f"hidden {hidden} must divide by heads {heads}")
+    if arch == "llama":   # the record at these sizes (RoPE: even head_dim)
+        from labkit.predict.arch import of_shape
+        a = of_shape(layers, hidden, heads, 8, 1, arch=arch)
+        require(a.head_dim % 2 == 0, f"arch='llama': RoPE needs an even "
+                f"head_dim, got {a.head_dim}")
     require(dtype in ("fp32", "bf16"), f"unknown dtype {dtype!r}")
     require(steps >= 1 and repeats >= 1, "steps and repeats must be >= 1")
     return on_gpu, world

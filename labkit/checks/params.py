@@ -61,12 +61,18 @@ def _seconds(name, v):   # a timeout: finite, positive, under a day
 
 
 ARCHS = ("gpt", "llama")   # labkit.model.ARCHS (no torch import here)
+# ``arch`` is a key of ``model`` (_model); labs 5 and 6, which have no
+# model dict, take ``archs`` (lab 5) and ``arch`` (lab 6)
 
 
 def _arch(name, v):
     R.require(v in ARCHS, f"{name}={v!r}: unknown architecture, choose "
               f"from {', '.join(ARCHS)}")
     return v
+
+
+def _archs(name, v):
+    return [_arch(name, x) for x in R.strings(name, v)]
 
 
 def _model(name, v):
@@ -113,6 +119,8 @@ RULES = {
     "min_bytes": _int(1, BYTES), "max_bytes": _int(1, BYTES),
     "reduce_bucket_size": _int(1, 2 ** 40),
     "model": _model,   # its "arch" key: _arch, above
+    "archs": _archs,   # lab 5: the blocks it splits
+    "arch": _arch,     # lab 6: the stages' blocks (no model dict)
     # real numbers
     "timeout_s": _seconds, "hang_timeout_s": _seconds,
     "compile_timeout_s": _seconds,

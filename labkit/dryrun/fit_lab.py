@@ -98,7 +98,7 @@ def _accumulation_case(p: dict, cfg: F.Config, run: str) -> Case:
                            "cuda" if p["profile"] != "cpu" else "cpu")
     led = ledger(mem["params"], world, F.ZERO[cfg.strategy],
                  precision="fp32")
-    units = F.unit_shapes(c.layers, c.hidden, c.heads, c.vocab, c.seq)
+    units = F.units(p["model"])   # the GPT or the Llama-style block
     held = unsharded_grad_bytes(units, world, cfg.strategy, k, no_sync)
     extra = held - led.grads_gpu     # unsharded grads beside the shards
     predicted = {"params": led.params_gpu, "grads": led.grads_gpu,

@@ -3,7 +3,9 @@
     python -m labkit.predict.fit      # the gpu8 capstone's table (7B, 8x80 GB)
 
 Pure Python. The model is the course's GPT by its sizes (``layers``,
-``hidden``, ``heads``, ``vocab``, ``seq``) or an architecture record and a
+``hidden``, ``heads``, ``vocab``, ``seq``), a lab's model dict with its
+``arch`` (``"gpt"`` or ``"llama"``: the Llama-style block at those sizes,
+:func:`labkit.predict.arch.of_shape`), or an architecture record and a
 sequence length (``{"arch": arch.preset("llama3-8b"), "seq": 8192}``).
 A configuration is a strategy (``ddp`` or ``fsdp2_full`` =
 ZeRO-3), a recompute mode, a per-rank micro-batch and the accumulation
@@ -54,6 +56,11 @@ ZERO = {"ddp": "ddp", "fsdp2_full": "full_shard"}
 def _full(model: dict) -> dict:
     m = {"mlp_ratio": 4, **model}
     a = m.get("arch")
+    if isinstance(a, str):   # a lab's model dict: "gpt" or "llama"
+        from labkit.predict.arch import of_shape
+        a = m["arch"] = None if a == "gpt" else of_shape(
+            m["layers"], m["hidden"], m["heads"], m["vocab"], m["seq"],
+            m["mlp_ratio"], a)
     if a is not None:
         m.update(layers=a.layers, hidden=a.hidden, heads=a.heads,
                  vocab=a.vocab)
@@ -77,7 +84,7 @@ def _units(m: dict) -> list:
 
 
 def _saved(m: dict, batch: int, precision: str, rc: str, device: str,
-           block: bool = False) -> list:
+           block: bool = False, strided_targets: bool = True) -> list:
     """The activation ledger of the model (one block, or all of it)."""
     if m.get("arch") is not None:
         from labkit.predict import activations_arch as AA
@@ -85,12 +92,13 @@ def _saved(m: dict, batch: int, precision: str, rc: str, device: str,
             return AA.block_saved(m["arch"], batch, m["seq"], precision, rc,
                                   device=device)
         return AA.saved(m["arch"], m["seq"], batch, precision, rc,
-                        device=device)
+                        strided_targets, device=device)
     if block:
         return A.block_saved(batch, m["seq"], m["hidden"], m["heads"],
                              m["mlp_ratio"], precision, rc, device)
     return A.saved(m["layers"], m["hidden"], m["heads"], m["vocab"],
-                   m["seq"], batch, m["mlp_ratio"], precision, rc, device)
+                   m["seq"], batch, m["mlp_ratio"], precision, rc, device,
+                   strided_targets)
 
 
 def _hardware_flops(m: dict, batch: int, rc: str) -> float:
@@ -99,6 +107,32 @@ def _hardware_flops(m: dict, batch: int, rc: str) -> float:
         return arch_flops(m["arch"], batch, m["seq"], rc)["hardware_flops"]
     return hardware_flops(batch, m["seq"], m["layers"], m["hidden"],
                           m["vocab"], rc)
+
+
+# -- the same, by the model: what a lab calls with its ``model`` dict
+
+def saved(model: dict, micro_batch: int, precision: str = "fp32",
+          recompute: str = "none", device: str = "cpu",
+          strided_targets: bool = True) -> list:
+    """What the forward of one micro-batch keeps for backward, tensor by
+    tensor (:mod:`labkit.predict.activations_arch`; the GPT's
+    :mod:`labkit.predict.activations` is that ledger on its preset)."""
+    return _saved(_full(model), micro_batch, precision, recompute, device,
+                  strided_targets=strided_targets)
+
+
+def units(model: dict) -> list:
+    """Parameter shapes of each FSDP unit (embedding, blocks, head)."""
+    return _units(_full(model))
+
+
+def recompute_flop_ratio(model: dict, recompute: str) -> float:
+    """Hardware FLOPs of a step under ``recompute`` over those without:
+    full recomputation runs every block's forward twice; selective
+    recomputes no matmul (Korthikanti et al. 2022, Sec. 5)."""
+    m = _full(model)
+    rc = "full" if recompute == "full" else "none"
+    return _hardware_flops(m, 1, rc) / _hardware_flops(m, 1, "none")
 
 
 def unit_shapes(layers, hidden, heads, vocab, seq, mlp_ratio=4) -> list:

@@ -46,8 +46,10 @@ import torch.distributed as tdist
 from labkit import device as D
 from labkit import dist
 from labkit.measure.collectives import CollectiveCounter
-from labkit.model import GPTConfig, build
+from labkit.model import GPTConfig, build, build_arch
+from labkit.predict.tensor_parallel_gqa import kv_split
 from labkit.runs.tp_dtensor import dtensor_block, dtensor_full_grads
+from labkit.runs.tp_gqa import llama_record, llama_split  # noqa: F401
 from labkit.runs.tp_layers import (LocalAttention, LocalMLP,  # noqa: F401
                                    TPBlock, separate_qkv)
 from labkit.runs.tp_megatron import megatron_available, megatron_block
@@ -57,24 +59,18 @@ from labkit.runs.tp_scratch import (ColumnParallelLinear,  # noqa: F401
 
 VARIANTS = ("scratch", "dtensor", "wrong_split", "no_comm", "megatron")
 SCRATCH_LAYOUT = ("scratch", "no_comm", "megatron")  # same shards
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+LLAMA_VARIANTS = ("scratch", "dtensor", "no_comm")   # labkit.runs.tp_gqa
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp64": torch.float64}
 STEP = 0.1  # SGD update / parameters (RMS) of the after-step check
-
-
-def full_params(block: TPBlock, variant: str, heads: int, tp: int) -> dict:
-    """The parameters, reassembled like the gradients are."""
-    for p in block.parameters():  # the gradient helpers read .grad
-        p.grad = p.detach().clone()
-    return (scratch_full_grads(block, heads, tp)
-            if variant in SCRATCH_LAYOUT else dtensor_full_grads(block))
 
 
 # --------------------------------------------------------------------------
 # The check
 # --------------------------------------------------------------------------
 
-def max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
-    return (a.float() - b.float()).abs().max().item()
+def max_diff(a: torch.Tensor, b: torch.Tensor,
+             dtype=torch.float32) -> float:
+    return (a.to(dtype) - b.to(dtype)).abs().max().item()
 
 
 def step_lr(params: dict, grads: dict, step: float) -> float:
@@ -96,36 +92,51 @@ def step_lr(params: dict, grads: dict, step: float) -> float:
             / norm(grads[n] for n in names)).item()
 
 
-def run_variant(variant, ref_state, ref_out, ref_grads, ref_xgrad,
-                ref_after, ref_out2, cfg, x, w, x2, lr, ctx, mesh,
-                timing_steps) -> dict:
+def gpt_split(variant, cfg, ctx, mesh, like):
+    """``(block, full_grads, sync)`` of a GPT-block variant."""
     from labkit.model import Block
     tp, rank = ctx.world_size, ctx.rank
-    ref = Block(cfg).to(device=x.device, dtype=x.dtype)
-    ref.load_state_dict(ref_state)
+    ref = Block(cfg).to(device=like.device, dtype=like.dtype)
     if variant in ("scratch", "no_comm"):
-        block = scratch_block(ref, cfg.heads, rank, tp,
-                              comm=variant == "scratch")
+        block = lambda r: scratch_block(r, cfg.heads, rank, tp,  # noqa
+                                        comm=variant == "scratch")
     elif variant == "megatron":
-        block = megatron_block(ref, cfg.heads, rank, tp)
+        block = lambda r: megatron_block(r, cfg.heads, rank, tp)  # noqa
     else:
-        block = dtensor_block(ref, cfg.heads, mesh,
-                              fused_qkv=variant == "wrong_split")
+        block = lambda r: dtensor_block(r, cfg.heads, mesh,  # noqa
+                                        fused_qkv=variant == "wrong_split")
+    grads = ((lambda b: scratch_full_grads(b, cfg.heads, tp))
+             if variant in SCRATCH_LAYOUT else dtensor_full_grads)
+    return ref, block, grads, None
+
+
+def run_variant(variant, ref_state, ref_out, ref_grads, ref_xgrad,
+                ref_after, ref_out2, split, x, w, x2, lr, ctx,
+                timing_steps, exact=None) -> dict:
+    ref, make, full_grads, sync = split
+    ref.load_state_dict(ref_state)
+    block = make(ref)
     xin = x.clone().requires_grad_(True)
     with CollectiveCounter() as fwd:
         out = block(xin)
         loss = (out * w).sum()
     with CollectiveCounter() as bwd:
         loss.backward()
-    grads = (scratch_full_grads(block, cfg.heads, tp)
-             if variant in SCRATCH_LAYOUT else dtensor_full_grads(block))
+    with CollectiveCounter() as kv_sync:   # replicated K/V heads only
+        if sync is not None:
+            sync(block)
+    grads = full_grads(block)
     grad_diff = {n: max_diff(g, ref_grads[n]) for n, g in grads.items()}
+    exact_diff = ({n: max_diff(g, exact[n], torch.float64)
+                   for n, g in grads.items()} if exact else None)
     opt = torch.optim.SGD(block.parameters(), lr=lr)
     opt.step()
     opt.zero_grad(set_to_none=True)
     with torch.no_grad():
         out2 = block(x2)
-    after = full_params(block, variant, cfg.heads, tp)
+    for p in block.parameters():  # the gradient helpers read .grad
+        p.grad = p.detach().clone()
+    after = full_grads(block)
     param_diff = {n: max_diff(p, ref_after[n]) for n, p in after.items()}
     times = []
     for _ in range(timing_steps):
@@ -151,6 +162,8 @@ def run_variant(variant, ref_state, ref_out, ref_grads, ref_xgrad,
         "out2_scale": ref_out2.float().abs().max().item(),
         "comm_forward": fwd.summary(),
         "comm_backward": bwd.summary(),
+        "comm_kv_grad_sync": kv_sync.summary(),
+        "grad_diff_fp64": exact_diff,   # against one fp64 process
         "local_params": sum(p.to_local().numel() if hasattr(p, "to_local")
                             else p.numel() for p in block.parameters()),
         "seconds_fwd_bwd": times,
@@ -170,11 +183,17 @@ def main():
                     help="SGD update / parameters, in RMS (see step_lr)")
     ap.add_argument("--timing-steps", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--llama-variants", default="",
+                    help=f"the Llama-style block too: {LLAMA_VARIANTS}")
+    ap.add_argument("--kv-heads", type=int, default=2,
+                    help="the Llama-style block's K/V heads (GQA)")
     a = ap.parse_args()
     variants = a.variants.split(",")
-    bad = set(variants) - set(VARIANTS)
+    llama = [v for v in a.llama_variants.split(",") if v]
+    bad = set(variants) - set(VARIANTS) | set(llama) - set(LLAMA_VARIANTS)
     if bad:
-        raise SystemExit(f"unknown variants {sorted(bad)}: {VARIANTS}")
+        raise SystemExit(f"unknown variants {sorted(bad)}: {VARIANTS}; "
+                         f"Llama-style: {LLAMA_VARIANTS}")
     if "megatron" in variants and not megatron_available():
         raise SystemExit("variant megatron needs megatron-core installed")
     ctx = dist.init()
@@ -182,56 +201,89 @@ def main():
     if a.heads % tp or a.hidden % a.heads:
         raise SystemExit(f"heads {a.heads} must divide by tp {tp} and "
                          f"hidden {a.hidden} by heads")
+    if llama:   # the K/V heads split or are replicated, or one clear line
+        try:
+            split = kv_split(llama_record(a.hidden, a.heads, a.kv_heads,
+                                          a.seq), tp)
+        except ValueError as e:
+            raise SystemExit(f"llama block: {e}") from None
+        if "dtensor" in llama and split["replicas"] > 1:
+            raise SystemExit(f"llama dtensor: ColwiseParallel cannot "
+                             f"replicate {a.kv_heads} K/V heads over "
+                             f"tp={tp} (use scratch)")
     # exact fp32 matmuls for the check (flags only: harmless on CPU)
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     dtype = DTYPES[a.dtype]
     cfg = GPTConfig(vocab=8, seq=a.seq, layers=1, hidden=a.hidden,
                     heads=a.heads)
-    # The reference: block 0 of the course's GPT, biases and LayerNorms
+    # The reference: block 0 of the course's GPT, biases and norms
     # perturbed so that a bias added twice (or not at all) would show.
-    ref = build(cfg, seed=a.seed).blocks[0]
+    gpt = build(cfg, seed=a.seed).blocks[0]
     g = torch.Generator().manual_seed(a.seed + 1)
-    with torch.no_grad():
-        for p in ref.parameters():
-            p.add_(0.02 * torch.randn(p.shape, generator=g))
-    ref = ref.to(device=ctx.device, dtype=dtype)
-    x = torch.randn(a.batch, a.seq, a.hidden, generator=g).to(ctx.device,
-                                                              dtype)
-    w = torch.randn(a.batch, a.seq, a.hidden, generator=g).to(ctx.device,
-                                                              dtype)
-    x2 = torch.randn(a.batch, a.seq, a.hidden, generator=g).to(ctx.device,
-                                                               dtype)
-    ref_state = copy.deepcopy(ref.state_dict())
-    xr = x.clone().requires_grad_(True)
-    ref_out = ref(xr)
-    (ref_out * w).sum().backward()
-    ref_grads = {n: p.grad.clone() for n, p in ref.named_parameters()}
-    lr = step_lr(ref_state, ref_grads, a.step)
-    with torch.no_grad():
-        ref_out2_before = ref(x2)
-    torch.optim.SGD(ref.parameters(), lr=lr).step()
-    ref_after = {n: p.detach().clone() for n, p in ref.named_parameters()}
-    with torch.no_grad():
-        ref_out2 = ref(x2)
-    step_effect = (max_diff(ref_out2, ref_out2_before)
-                   / ref_out2.float().abs().max().item())
+    perturb(gpt, g)
+    x, w, x2 = (torch.randn(a.batch, a.seq, a.hidden, generator=g)
+                .to(ctx.device, dtype) for _ in range(3))
     mesh = None
-    if any(v in ("dtensor", "wrong_split") for v in variants):
+    if {"dtensor", "wrong_split"} & set(variants + llama):
         from torch.distributed.device_mesh import init_device_mesh
         mesh = init_device_mesh(ctx.device.type, (tp,))
-    results = [run_variant(v, ref_state, ref_out.detach(), ref_grads,
-                           xr.grad, ref_after, ref_out2, cfg, x, w, x2, lr,
-                           ctx, mesh, a.timing_steps) for v in variants]
-    dist.save(ctx, {"config": vars(a), "tp": tp, "lr": lr,
-                    "device_name": D.name(ctx.device),
-                    "step_effect": step_effect,
-                    "dtype_bytes": torch.tensor([], dtype=dtype)
-                    .element_size(),
-                    "ref_params": sum(p.numel() for p in ref.parameters()),
-                    "results": results})
+    out = {"config": vars(a), "tp": tp, "device_name": D.name(ctx.device),
+           "dtype_bytes": torch.tensor([], dtype=dtype).element_size()}
+    ref = reference(gpt, x, w, x2, a.step)
+    out.update(lr=ref["lr"], step_effect=ref["step_effect"],
+               ref_params=ref["params"], results=[run_variant(
+                   v, *ref["args"], gpt_split(v, cfg, ctx, mesh, x), x, w,
+                   x2, ref["lr"], ctx, a.timing_steps) for v in variants])
+    if llama:   # the Llama-style block: GQA, SwiGLU, RMSNorm, RoPE
+        rec = llama_record(a.hidden, a.heads, a.kv_heads, a.seq)
+        block = build_arch(rec, seed=a.seed).blocks[0]
+        perturb(block, g)
+        # the same block in fp64: what both orders of the sums approach
+        exact = reference(copy.deepcopy(block).double(), x.double(),
+                          w.double(), x2.double(), a.step)["args"][2]
+        ref = reference(block, x, w, x2, a.step)
+        out["llama"] = {"arch": rec.as_dict(), "lr": ref["lr"],
+                        "step_effect": ref["step_effect"],
+                        "ref_params": ref["params"],
+                        "kv_split": kv_split(rec, tp),
+                        "ref_grad_diff_fp64": {
+                            n: max_diff(t, exact[n], torch.float64)
+                            for n, t in ref["args"][2].items()},
+                        "results": [run_variant(
+                            v, *ref["args"],
+                            llama_split(v, rec, ctx, mesh, x), x, w, x2,
+                            ref["lr"], ctx, a.timing_steps, exact)
+                            for v in llama]}
+    dist.save(ctx, out)
     dist.close()
 
+
+def perturb(block, g) -> None:
+    with torch.no_grad():
+        for p in block.parameters():
+            p.add_(0.02 * torch.randn(p.shape, generator=g))
+
+
+def reference(ref, x, w, x2, step) -> dict:
+    """One process's block: its output, gradients and one SGD step."""
+    ref = ref.to(device=x.device, dtype=x.dtype)
+    state = copy.deepcopy(ref.state_dict())
+    xr = x.clone().requires_grad_(True)
+    out = ref(xr)
+    (out * w).sum().backward()
+    grads = {n: p.grad.clone() for n, p in ref.named_parameters()}
+    lr = step_lr(state, grads, step)
+    with torch.no_grad():
+        before = ref(x2)
+    torch.optim.SGD(ref.parameters(), lr=lr).step()
+    after = {n: p.detach().clone() for n, p in ref.named_parameters()}
+    with torch.no_grad():
+        out2 = ref(x2)
+    return {"args": (state, out.detach(), grads, xr.grad, after, out2),
+            "lr": lr, "params": sum(p.numel() for p in ref.parameters()),
+            "step_effect": (max_diff(out2, before)
+                            / out2.float().abs().max().item())}
 
 if __name__ == "__main__":
     main()
