@@ -278,7 +278,7 @@ SHOWS_ITS_CODE = {"02_collectives": "sweep", "03_sharding": "wrap",
                   "05_tensor_parallel": "dtensor_block",
                   "06_pipeline_parallel": "make_pipeline",
                   "07_profiling": "train", "09_colossalai": "run_plugin",
-                  "10_mesh": "parallelize",
+                  "10_mesh": "R.parallelize",
                   "11_context_parallel": "A.RingAttention.forward"}
 
 

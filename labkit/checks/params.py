@@ -17,6 +17,7 @@ left as they are.
 from __future__ import annotations
 
 import os
+import types
 
 from labkit.checks import rules as R
 
@@ -146,6 +147,9 @@ RULES = {
 
 def parse(params: dict) -> dict:
     """Each value of ``params`` that has a rule, checked (and a string
-    parsed); returns the parsed values by name."""
+    parsed); returns the parsed values by name. A module is never a
+    parameter: lab 14 imports ``labkit.arch`` as ``arch``, the name of
+    lab 6's parameter (papermill's parameters are plain data)."""
     return {name: RULES[name](name, params[name])
-            for name in RULES if name in params}
+            for name in RULES if name in params
+            and not isinstance(params[name], types.ModuleType)}
