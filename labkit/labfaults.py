@@ -2,14 +2,18 @@
 
     detail = disk_fault(e, run_folder) or first_line(e)
     pm.execute_notebook(..., kernel_manager_class=quiet_kernel(log))
+    runner_log(out / profile / "runner.log")   # once, before the first lab
 
 :func:`first_line` is the summary's note: an error's own first line (a
 ``LaunchError``'s names the failing rank and its cause), never the end of
 a traceback or of torchrun's log. :func:`disk_fault` finds a full or
 read-only disk behind any error ("disk full at PATH"). :func:`quiet_kernel`
 sends a kernel's own stderr to the run folder, so a kernel stopped with
-its runner does not print its ZMQ traceback over the runner's last line.
-Used by ``scripts/run_labs.py``.
+its runner does not print its ZMQ traceback over the runner's last line;
+:func:`runner_log` does the same for what papermill, nbclient and asyncio
+log in the runner itself ("Kernel died while waiting for execute reply",
+"Task exception was never retrieved"): the lab's status and its one-line
+note already say it, the terminal keeps the runner's own lines. Used by ``scripts/run_labs.py``.
 """
 from __future__ import annotations
 
@@ -31,6 +35,40 @@ def quiet_kernel(log: Path):
                 kw["stderr"] = f
                 return await super()._async_launch_kernel(kernel_cmd, **kw)
     return QuietKernel
+
+
+RUNNER_LOGGERS = ("papermill", "nbclient", "traitlets", "asyncio")
+
+
+def runner_log(log: Path) -> None:
+    """Send the records of :data:`RUNNER_LOGGERS` to ``log`` (appended,
+    created at the first record) instead of the terminal, for the rest of
+    the process: asyncio reports a task's unretrieved exception when the
+    task is collected, which can be after the runner has printed its last
+    line."""
+    import logging
+
+    class QuietFile(logging.FileHandler):
+        def emit(self, record):          # a full or read-only disk: lose
+            try:                         # the record, never print over
+                super().emit(record)     # the runner's lines
+            except OSError:
+                pass
+
+        def handleError(self, record):
+            pass
+    handler = QuietFile(log, delay=True, encoding="utf-8")
+    handler.setFormatter(logging.Formatter(
+        "%(asctime)s %(name)s %(levelname)s %(message)s"))
+    for name in RUNNER_LOGGERS:
+        logger = logging.getLogger(name)
+        for old in [h for h in logger.handlers
+                    if getattr(h, "labkit_runner_log", False)]:
+            logger.removeHandler(old)
+            old.close()
+        handler.labkit_runner_log = True
+        logger.addHandler(handler)
+        logger.propagate = False
 
 
 def first_line(e: BaseException) -> str:

@@ -38,6 +38,9 @@ runner refuses in one line, exit status 2, or waits with ``--wait``. A
 full or read-only results folder is said in one line (``labkit.disk``)
 before any lab starts; a lab that fails on one, or in any other way, is
 listed as FAILED and the runner goes on to the next lab and its summary.
+What papermill, nbclient and asyncio log in the runner goes to
+``<out>/<profile>/runner.log`` (``labkit.labfaults.runner_log``), not over
+the summary: each lab's status and note already say what failed.
 """
 from __future__ import annotations
 
@@ -321,6 +324,7 @@ def _locked(a, profile, chosen, labs, est) -> int:
             print(f"preflight failed: {'; '.join(checks['problems'])}; "
                   "fix it, or pass --skip-preflight", file=sys.stderr)
             return 2
+    labfaults.runner_log(a.out / a.profile / "runner.log")
     for run in labruns.label_interrupted(a.out / a.profile):
         print(f"an earlier run was interrupted: kept as {run.name}")
     handlers = {sig: signal.signal(sig, _interrupt)

@@ -260,6 +260,43 @@ def test_a_stopped_runner_says_one_line_no_kernel_noise(tmp_path):
     assert "Traceback" not in err
 
 
+def test_a_dead_kernel_is_one_failed_row_and_its_log_not_noise(tmp_path):
+    """The kernel dies mid-cell (SIGKILL, as the OOM killer does): the lab
+    is FAILED with nbclient's error as its note, the runner goes on to its
+    summary, and what papermill and asyncio log about it is in
+    runner.log, not on the terminal (the race of the SIGTERM test above,
+    made certain)."""
+    import psutil
+    import signal
+    labs = tmp_path / "labs"
+    labs.mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in FAKE_LAB]
+    nb.cells[0].metadata["tags"] = ["parameters"]
+    nb.metadata["kernelspec"] = {"name": "python3", "language": "python",
+                                 "display_name": "Python 3"}
+    nbformat.write(nb, labs / "01_fake.ipynb")
+    out = tmp_path / "out"
+    p = _runner(labs, out, sleep=120)
+    deadline = time.monotonic() + 120
+    kernel = []
+    while not kernel:
+        assert time.monotonic() < deadline and p.poll() is None
+        time.sleep(0.5)
+        if list((out / "cpu").glob("fake.*.running/01_fake.ipynb")):
+            kernel = [c for c in psutil.Process(p.pid).children(True)
+                      if "ipykernel" in " ".join(c.cmdline())]
+    time.sleep(4)                          # the kernel is in the cell
+    for k in kernel:
+        k.send_signal(signal.SIGKILL)
+    got, err = p.communicate(timeout=120)
+    assert p.returncode == 1, (got, err)
+    row = [ln for ln in got.splitlines() if ln.startswith("fake ")][-1]
+    assert "FAILED" in row and "Kernel died" in row, got
+    assert "Kernel died" not in err and "Traceback" not in err, err
+    assert "Kernel died" in (out / "cpu" / "runner.log").read_text()
+
+
 def test_the_summary_note_is_the_errors_first_line():
     from papermill.exceptions import PapermillExecutionError
     e = PapermillExecutionError(
