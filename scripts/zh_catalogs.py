@@ -46,7 +46,10 @@ ROLE = re.compile(r"\{(\w+(?::\w+)?)\}`([^`]*)`")
 CODE = re.compile(r"``[^`]+``|`[^`]+`")
 MATH = re.compile(r"\$\$.+?\$\$|\$[^$]+\$", re.S)
 LINK = re.compile(r"\]\(([^)\s]+)\)|<(https?://[^>]+)>")
-NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*(?!\w)")
+# A number: digits, decimals, thousands, an exponent (6.1e-5), and "1.5x"
+# read as 1.5; not the digits of a word or unit glued on (fp32, 1F1B, 80GB).
+NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*(?:[eE][-+]?\d+)?"
+                    r"(?![A-Za-wyz\d]|[.,]\d)")
 CJK = re.compile(r"[\u4e00-\u9fff]")
 WORD = re.compile(r"\b[A-Za-z][a-z]{2,}\b")   # not DDP, GPU, fp32
 LATEX = re.compile(r"\\[A-Za-z]+")

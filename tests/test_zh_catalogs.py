@@ -164,3 +164,16 @@ def test_an_english_edit_without_its_chinese_fails(tmp_path):
     assert len(lines) == 1, lines
     assert lines[0].startswith("book/intro.md line 15: no Chinese "
                                "(missing): \"Numbers in this book")
+
+
+def test_a_number_is_read_whole_and_a_word_s_digits_are_not():
+    """'1.5x' is the number 1.5 (so "1.5 倍" carries it), an exponent is
+    part of its number, and fp32, 1F1B, 80GB or H100 hold no number."""
+
+    got = {t: Z.NUMBER.findall(t) for t in (
+        "1.5x DDP", "1.5 倍", "6.1e-5", "8x", "8个", "12,345.6 GB",
+        "1F1B", "fp32", "80GB", "H100", "3D", "v2.1.")}
+    assert got == {"1.5x DDP": ["1.5"], "1.5 倍": ["1.5"],
+                   "6.1e-5": ["6.1e-5"], "8x": ["8"], "8个": ["8"],
+                   "12,345.6 GB": ["12,345.6"], "1F1B": [], "fp32": [],
+                   "80GB": [], "H100": [], "3D": [], "v2.1.": []}
