@@ -23,6 +23,13 @@ does not carry the same glued values, code, math, links and numbers as
 its English. Pages listed in ``locale/zh_CN/UNTRANSLATED`` are not yet
 required (issue 32's work list); a listed page that is complete is an
 error too, so that the list only shrinks.
+
+A glued value that is a word ("fits", ``True``) has a Chinese twin: the
+chapter glues it with ``labkit.words.glue_words`` as ``key`` and
+``key__zh``, and the Chinese paragraph shows ``{glue:text}`key__zh``` where
+the English shows ``key``. ``check`` reads the two as the same glued
+value, and fails where a Chinese paragraph shows the English twin (or a
+twin the page does not glue).
 """
 from __future__ import annotations
 
@@ -42,6 +49,9 @@ SOURCES = ["_config.yml", "_toc.yml", "book", "labs"]
 
 # Inline pieces a translation must carry unchanged (MyST syntax).
 GLUE = re.compile(r"\{glue(?::\w+)?\}`[^`]*`")
+GLUE_KEY = re.compile(r"\{glue(?::\w+)?\}`([^`:]+)")
+ZH_TWIN = "__zh"                # labkit.words.ZH
+TWIN_CALL = re.compile(r"glue_words\(\s*glue\s*,\s*(f?)([\"'])(.+?)\2")
 ROLE = re.compile(r"\{(\w+(?::\w+)?)\}`([^`]*)`")
 CODE = re.compile(r"``[^`]+``|`[^`]+`")
 MATH = re.compile(r"\$\$.+?\$\$|\$[^$]+\$", re.S)
@@ -52,6 +62,12 @@ NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*(?:[eE][-+]?\d+)?"
                     r"(?![A-Za-wyz\d]|[.,]\d)")
 CJK = re.compile(r"[\u4e00-\u9fff]")
 WORD = re.compile(r"\b[A-Za-z][a-z]{2,}\b")   # not DDP, GPU, fp32
+# a proper name, the same in Chinese: DeepSpeed, PyTorch, Colossal-AI,
+# Megatron-LM, GPT-3 (an inner capital, or a capital/digit part after a
+# hyphen); not Summary, micro-batch
+NAME = re.compile(r"(?<![\w-])[A-Z][a-z]*[A-Z][A-Za-z]*(?![\w-])"
+                  r"|(?<![\w-])[A-Z][A-Za-z]*(?:-[A-Z0-9][A-Z0-9.]*)+"
+                  r"(?![\w-])")
 LATEX = re.compile(r"\\[A-Za-z]+")
 LIST_START = re.compile(r"\d+[.)]\s|[-*+]\s")
 
@@ -63,7 +79,8 @@ def po_dir(locale: Path = LOCALE) -> Path:
 def pieces(text: str) -> dict[str, Counter]:
     """What a translation must keep: glue roles, other roles' targets,
     code, math, link targets, and the numbers of the prose."""
-    out = {"glue": Counter(GLUE.findall(text))}
+    out = {"glue": Counter(re.sub(ZH_TWIN + r"(?=[:`])", "", g)
+                              for g in GLUE.findall(text))}
     rest = GLUE.sub(" ", text)
     targets = []
     for name, body in ROLE.findall(rest):
@@ -82,17 +99,53 @@ def pieces(text: str) -> dict[str, Counter]:
     return out
 
 
+def _role_text(m: re.Match) -> str:
+    """A cross-reference's explicit text, else nothing."""
+    text = re.match(r"(.*?)<[^>]+>\s*$", m.group(2), re.S)
+    keep = m.group(1) in ("ref", "doc", "numref", "download") and text
+    return " " + (text.group(1) if keep else "")
+
+
 def prose(msgid: str) -> bool:
     """English words to translate, once roles, code, math and LaTeX (a
-    display-math block is a message too) are taken out."""
+    display-math block is a message too) are taken out. A role keeps its
+    explicit text ({ref}`the corrections <corrections>`), not its target
+    ({doc}`04_zero` is the page's title, translated there); roles go
+    before code, whose backticks they share. Proper names (Colossal-AI,
+    DeepSpeed) are not English to translate."""
     if LATEX.search(msgid) and "$" not in msgid:
         return False                       # a math block
-    rest = MATH.sub(" ", CODE.sub(" ", GLUE.sub(" ", msgid)))
-    rest = ROLE.sub(lambda m: " " + re.sub(r"<[^>]+>\s*$", "", m.group(2))
-                    if m.group(1) in ("ref", "doc", "numref", "download")
-                    else " ", rest)
+    rest = GLUE.sub(" ", msgid)
+    rest = ROLE.sub(_role_text, rest)
+    rest = MATH.sub(" ", CODE.sub(" ", rest))
     rest = LINK.sub(" ", re.sub(r"https?://\S+", " ", rest))
-    return bool(WORD.search(rest))
+    return bool(WORD.search(NAME.sub(" ", rest)))
+
+
+def twins(source: str) -> list[re.Pattern]:
+    """The glue keys a page's code glues with a Chinese twin
+    (``labkit.words.glue_words``); an f-string's ``{...}`` matches a
+    word."""
+    out = []
+    for f, _, key in TWIN_CALL.findall(source):
+        parts = re.split(r"\{[^}]*\}", key) if f else [key]
+        out.append(re.compile(r"\w+".join(map(re.escape, parts)) + r"\Z"))
+    return out
+
+
+def twin_problems(zh: str, keys: list[re.Pattern]) -> list[str]:
+    """A Chinese paragraph shows a word's Chinese twin, never its
+    English (``key``), nor a twin its page does not glue."""
+    bad = []
+    for key in GLUE_KEY.findall(zh):
+        base = key[:-len(ZH_TWIN)] if key.endswith(ZH_TWIN) else None
+        if base is None and any(k.match(key) for k in keys):
+            bad.append(f"English word glued in the Chinese (write "
+                       f"{{glue:text}}`{key}{ZH_TWIN}`)")
+        elif base is not None and not any(k.match(base) for k in keys):
+            bad.append(f"no Chinese twin glued for {base} (the page's "
+                       "code must glue it with labkit.words.glue_words)")
+    return bad
 
 
 @dataclass
@@ -127,10 +180,11 @@ def read(path: Path):
         return read_po(f, locale=LANG)
 
 
-def check_page(page: str, pot, po) -> list[Problem]:
+def check_page(page: str, pot, po, keys=()) -> list[Problem]:
     """Every prose message of the English page (``pot``) has a Chinese
     translation in ``po`` that is neither empty nor fuzzy, is Chinese,
-    and keeps the English's glue, code, math, links and numbers."""
+    and keeps the English's glue, code, math, links and numbers; a glued
+    word (``keys``: :func:`twins`) shows its Chinese twin."""
     problems = []
     for m in pot:
         if not m.id or not prose(m.id):
@@ -151,6 +205,8 @@ def check_page(page: str, pot, po) -> list[Problem]:
             problems.append(Problem(page, loc, "starts like a list item "
                                     "(write 1\\. for 1.)", m.id))
         else:
+            problems += [Problem(page, loc, k, m.id)
+                         for k in twin_problems(t.string, keys)]
             a, b = pieces(m.id), pieces(t.string)
             for k in a:
                 if a[k] != b[k]:
@@ -171,7 +227,17 @@ def untranslated(locale: Path = LOCALE) -> list[str]:
             if ln.split("#")[0].strip()]
 
 
-def check(pot_dir: Path, locale: Path = LOCALE) -> list[str]:
+def page_twins(page: str, root: Path = ROOT) -> list[re.Pattern]:
+    """:func:`twins` of the page's source (``book/13_experts.md``)."""
+    for ext in (".md", ".ipynb"):
+        src = root / f"{page}{ext}"
+        if src.exists():
+            return twins(src.read_text(encoding="utf-8"))
+    return []
+
+
+def check(pot_dir: Path, locale: Path = LOCALE,
+          root: Path = ROOT) -> list[str]:
     """One line per problem: required pages with a paragraph missing,
     stale or wrong; pages listed as untranslated that are done; catalogs
     of pages that no longer exist."""
@@ -182,7 +248,8 @@ def check(pot_dir: Path, locale: Path = LOCALE) -> list[str]:
     for page in pages:
         po_path = po_dir(locale) / f"{page}.po"
         po = read(po_path) if po_path.exists() else None
-        probs = check_page(page, read(pot_dir / f"{page}.pot"), po)
+        probs = check_page(page, read(pot_dir / f"{page}.pot"), po,
+                           page_twins(page, root))
         if page in todo:
             if not probs:
                 lines.append(f"{page}: fully translated, but listed in "

@@ -177,3 +177,44 @@ def test_a_number_is_read_whole_and_a_word_s_digits_are_not():
                    "6.1e-5": ["6.1e-5"], "8x": ["8"], "8个": ["8"],
                    "12,345.6 GB": ["12,345.6"], "1F1B": [], "fp32": [],
                    "80GB": [], "H100": [], "3D": [], "v2.1.": []}
+
+
+def test_a_role_alone_or_a_proper_name_alone_is_not_english_prose():
+    """{doc}`04_zero` (the role's name is not a word), Colossal-AI,
+    DeepSpeed need no Chinese; a role's own text and plain words do."""
+    for name in ("{doc}`04_zero`", "{doc}`03_sharding`, {doc}`04_zero`",
+                 "Colossal-AI", "Megatron-LM", "9 (Colossal-AI)",
+                 "PyTorch FSDP", "DeepSpeed", "GPT-3", "{ref}`notation`"):
+        assert not Z.prose(name), name
+    for words in ("Summary", "{ref}`chapter 6 <iv-megatron>`",
+                  "DeepSpeed trains it", "micro-batch", "see {doc}`x`"):
+        assert Z.prose(words), words
+
+
+def test_a_glued_word_shows_its_chinese_twin():
+    """glue_words(glue, "k", ...) glues k and k__zh: the Chinese shows
+    k__zh (the same glued value for the check), never k."""
+    from labkit import words as W
+    keys = Z.twins('glue_words(glue, "c13_ds_fits", "fits")\n'
+                   'glue_words(glue, f"ex13_{stage}_fits", x, md=True)')
+    en = ("The model {glue:text}`c13_ds_fits` in 80 GB "
+          "({glue:text}`ex13_ddp_fits`).")
+    good = "在 80 GB 内{glue:text}`c13_ds_fits__zh`（{glue:text}" \
+           "`ex13_ddp_fits__zh`）。"
+    pot = catalog([(en, "")])
+    assert Z.check_page("book/13_experts", pot, catalog([(en, good)]),
+                        keys) == []
+    shown = good.replace("c13_ds_fits__zh", "c13_ds_fits")
+    kinds = [p.kind for p in Z.check_page(
+        "book/13_experts", pot, catalog([(en, shown)]), keys)]
+    assert kinds == ["English word glued in the Chinese (write "
+                     "{glue:text}`c13_ds_fits__zh`)"]
+    assert "no Chinese twin" in Z.check_page(
+        "book/13_experts", pot, catalog([(en, good)]), keys[1:])[0].kind
+    glued = {}
+    W.glue_words(lambda k, v, display: glued.__setitem__(k, v), "k", False)
+    assert glued == {"k": False, "k__zh": "否"}
+    assert W.zh("3 breaks") == "3 处断点" and W.zh("4.2 minutes") == \
+        "4.2 分钟"
+    with pytest.raises(KeyError, match="labkit.words.PHRASES"):
+        W.zh("maybe")
