@@ -312,6 +312,15 @@ def update(pot_dir: Path, locale: Path = LOCALE) -> list[Path]:
     return written
 
 
+def figure_stand_ins(text: str) -> str:
+    """``{glue:figure} key`` as a plain ``{figure}``, for extraction only:
+    with nothing executed there is no glued output, MyST-NB drops the
+    whole figure and its caption would never reach the catalog. A
+    figure keeps the caption's text and line (its image is not read)."""
+    return re.sub(r"^(`{3,}|:{3,})\{glue:figure\}\s+(\S+)",
+                  r"\1{figure} _glue/\2.png", text, flags=re.M)
+
+
 def extract(out: Path, root: Path = ROOT, pages: list[str] | None = None
             ) -> Path:
     """Sphinx's gettext builder over the English sources of ``root`` as
@@ -329,6 +338,10 @@ def extract(out: Path, root: Path = ROOT, pages: list[str] | None = None
                 "assignments"))
         else:
             shutil.copy2(p, src / name)
+    for md in (src / "book").glob("*.md"):
+        text = md.read_text(encoding="utf-8")
+        if "{glue:figure}" in text:
+            md.write_text(figure_stand_ins(text), encoding="utf-8")
     cfg = yaml.safe_load((src / "_config.yml").read_text())
     cfg["execute"]["execute_notebooks"] = "off"
     cfg["sphinx"]["config"].update(gettext_compact=False, gettext_uuid=False,

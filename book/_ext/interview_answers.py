@@ -75,12 +75,12 @@ class PasteAnswers(SphinxPostTransform):
     default_priority = 4    # before MyST-NB's pending glue and the xrefs
 
     def run(self, **kwargs):
-        labels = self.env.get_domain("std").labels
+        labels = self.env.get_domain("std").anonlabels   # any node's
         for ph in list(self.document.findall(answer)):
             if self.app.builder.name == "gettext":   # the chapter's
                 ph.parent.remove(ph)                  # messages, not ours
                 continue
-            docname, labelid, _ = labels.get(ph["label"], (None,) * 3)
+            docname, labelid = labels.get(ph["label"], (None, None))
             found = None
             if docname:
                 tree = self.env.get_doctree(docname)
