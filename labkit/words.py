@@ -72,3 +72,20 @@ def glue_words(glue, key: str, value, md: bool = False) -> None:
         value, cn = Markdown(str(value)), Markdown(cn)
     glue(key, value, display=False)
     glue(key + ZH, cn, display=False)
+
+
+def untwin(en, cn):
+    """Two multisets of a page's glued values (English page, Chinese
+    page) less the pairs that are a word and its Chinese twin, as
+    ``collections.Counter``: what is left differs for another reason."""
+    from collections import Counter
+    en, cn = Counter(en), Counter(cn)
+    for e in list(en.elements()):
+        try:
+            c = zh(e)
+        except KeyError:
+            continue
+        if cn[c] > 0:
+            en[e] -= 1
+            cn[c] -= 1
+    return +en, +cn

@@ -218,3 +218,12 @@ def test_a_glued_word_shows_its_chinese_twin():
         "4.2 分钟"
     with pytest.raises(KeyError, match="labkit.words.PHRASES"):
         W.zh("maybe")
+
+
+def test_the_html_comparison_can_pair_a_word_with_its_twin():
+    """labkit.words.untwin: what the two editions' glued values differ by,
+    once each English word is paired with its Chinese twin."""
+    from labkit.words import untwin
+    assert untwin({"fits": 1, "infiniband": 1, "3.5": 1},
+                  {"放得下": 1, "InfiniBand": 1, "3.4": 1}) == (
+        {"3.5": 1}, {"3.4": 1})

@@ -76,6 +76,7 @@ class PasteAnswers(SphinxPostTransform):
 
     def run(self, **kwargs):
         labels = self.env.get_domain("std").anonlabels   # any node's
+        trees = {}
         for ph in list(self.document.findall(answer)):
             if self.app.builder.name == "gettext":   # the chapter's
                 ph.parent.remove(ph)                  # messages, not ours
@@ -83,7 +84,9 @@ class PasteAnswers(SphinxPostTransform):
             docname, labelid = labels.get(ph["label"], (None, None))
             found = None
             if docname:
-                tree = self.env.get_doctree(docname)
+                if docname not in trees:
+                    trees[docname] = self.env.get_doctree(docname)
+                tree = trees[docname]
                 found = next((n for n in tree.findall(nodes.Element)
                               if labelid in n.get("ids", ())), None)
             if isinstance(found, nodes.section):
