@@ -227,3 +227,11 @@ def test_the_html_comparison_can_pair_a_word_with_its_twin():
     assert untwin({"fits": 1, "infiniband": 1, "3.5": 1},
                   {"放得下": 1, "InfiniBand": 1, "3.4": 1}) == (
         {"3.5": 1}, {"3.4": 1})
+
+
+def test_a_glued_figure_s_caption_is_extracted_through_a_stand_in():
+    """Nothing is executed at extraction, so {glue:figure} would drop its
+    caption: a plain figure with the same caption and options stands in."""
+    src = "```{glue:figure} l405_table\n:name: tbl-x\n\nThe caption.\n```\n"
+    assert Z.figure_stand_ins(src) == ("```{figure} _glue/l405_table.png\n"
+                                       ":name: tbl-x\n\nThe caption.\n```\n")
