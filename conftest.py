@@ -52,6 +52,24 @@ def pytest_xdist_make_scheduler(config, log):
     return ByModule(config, log)
 
 
+# LABKIT_TIMELINE=FILE: one JSON line per test phase (unit, worker, start,
+# stop), written by the controller: scripts/timeline.py reads it
+# (where a run's wall time went: each unit's seconds, each worker's idle
+# time and tail, the longest-first order).
+def pytest_runtest_logreport(report):
+    path = os.environ.get("LABKIT_TIMELINE")
+    if not path or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    import json
+    node = getattr(report, "node", None)
+    worker = getattr(node, "gateway", None)
+    with open(path, "a") as f:
+        f.write(json.dumps({
+            "id": report.nodeid, "unit": _unit(report.nodeid),
+            "when": report.when, "worker": getattr(worker, "id", "main"),
+            "start": report.start, "stop": report.stop}) + "\n")
+
+
 ROOT = Path(__file__).resolve().parent
 CAI_PYTHON = ROOT / ".venv-colossalai" / "bin" / "python"
 NEEDS_CAI = ("labs/09_colossalai.ipynb",)   # whole units; tests use the
