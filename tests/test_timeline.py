@@ -34,12 +34,13 @@ def test_units_tail_and_longest_first():
 
 
 def test_the_hook_writes_the_controllers_lines(tmp_path, monkeypatch):
+    t = tmp_path / "t.jsonl"
+    monkeypatch.setenv("LABKIT_TIMELINE", str(t))
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     spec = importlib.util.spec_from_file_location("root_conftest",
                                                   ROOT / "conftest.py")
     conf = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(conf)
-    t = tmp_path / "t.jsonl"
-    monkeypatch.setenv("LABKIT_TIMELINE", str(t))
     gw = types.SimpleNamespace(gateway=types.SimpleNamespace(id="gw1"))
     for node, when in ((gw, "setup"), (None, "call")):
         rep = types.SimpleNamespace(nodeid="tests/test_grade.py::test_x",
@@ -48,6 +49,9 @@ def test_the_hook_writes_the_controllers_lines(tmp_path, monkeypatch):
             rep.node = node
         conf.pytest_runtest_logreport(rep)
     monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")   # a worker: silent
+    conf.pytest_runtest_logreport(rep)
+    conf.TIMELINE = str(tmp_path / "gone" / "t.jsonl")   # never raises
+    monkeypatch.delenv("PYTEST_XDIST_WORKER")
     conf.pytest_runtest_logreport(rep)
     lines = [json.loads(x) for x in t.read_text().splitlines()]
     assert lines == [{"id": "tests/test_grade.py::test_x",
