@@ -107,8 +107,13 @@ test:
 	$(MAKE) --no-print-directory -j2 $(STAMP) $(CAI_STAMP)
 	$(MAKE) --no-print-directory web-tools grade-tools
 	$(BIN)/python scripts/build_book.py --strict
-	LABKIT_BOOK_BUILT=1 $(BIN)/python -m pytest tests labs --nbval-lax \
-		-n 2 --durations=40 -q
+	@# where the time went (scripts/timeline.py): the longest units, the tail
+	rm -f _build/timeline.jsonl
+	LABKIT_BOOK_BUILT=1 LABKIT_TIMELINE=_build/timeline.jsonl \
+		$(BIN)/python -m pytest tests labs --nbval-lax \
+		-n 2 --durations=40 -q; rc=$$?; \
+		$(BIN)/python scripts/timeline.py _build/timeline.jsonl --top 15; \
+		exit $$rc
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest tests -q -m "not distributed"

@@ -52,6 +52,29 @@ def pytest_xdist_make_scheduler(config, log):
     return ByModule(config, log)
 
 
+# LABKIT_TIMELINE=FILE: one JSON line per test phase (unit, worker, start,
+# stop), written by the controller: scripts/timeline.py reads it
+# (where a run's wall time went: each unit's seconds, each worker's idle
+# time and tail, the longest-first order).
+TIMELINE = os.environ.get("LABKIT_TIMELINE") and os.path.abspath(
+    os.environ["LABKIT_TIMELINE"])
+
+
+def pytest_runtest_logreport(report):
+    if not TIMELINE or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    import json
+    worker = getattr(getattr(report, "node", None), "gateway", None)
+    try:
+        with open(TIMELINE, "a") as f:
+            f.write(json.dumps({
+                "id": report.nodeid, "unit": _unit(report.nodeid),
+                "when": report.when, "worker": getattr(worker, "id", "main"),
+                "start": report.start, "stop": report.stop}) + "\n")
+    except OSError:
+        pass   # a measurement only: never a test's failure
+
+
 ROOT = Path(__file__).resolve().parent
 CAI_PYTHON = ROOT / ".venv-colossalai" / "bin" / "python"
 NEEDS_CAI = ("labs/09_colossalai.ipynb",)   # whole units; tests use the

@@ -52,6 +52,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from labkit import lazy_grammar  # noqa: E402,F401  (before nbformat)
 from labkit import disk, labruns, resultsfile  # noqa: E402
 from labkit.launch import checkout_pythonpath  # noqa: E402
 from labkit.provenance import of_notebook, stamp  # noqa: E402
@@ -71,6 +72,7 @@ SOURCES = ["_config.yml", "_toc.yml", "book", "labs"]
 PARALLEL_SAFE = ("sphinx_multitoc_numbering", "sphinx-mathjax-offline",
                  "sphinx_jupyterbook_latex")
 JUPYTER_BOOK_WITH_JOBS = """
+import labkit.lazy_grammar  # jsonschema's IRI grammar: built when used
 import importlib, sys, jupyter_book.sphinx as s
 build = s.build_sphinx
 s.build_sphinx = lambda *a, **k: build(*a, **dict(k, jobs={jobs}))

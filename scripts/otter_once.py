@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 
 ZYGOTE = r'''import ctypes, json, os, signal, sys, time, traceback
+import labkit.lazy_grammar  # noqa: F401  jsonschema's IRI grammar: on use
 import otter.cli  # noqa: F401  what `otter assign` imports, once
 from otter import logging as otter_logging
 from otter.assign import main as assign

@@ -57,6 +57,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from labkit import lazy_grammar  # noqa: E402,F401  (before papermill)
 from labkit import disk, labruns, preflight, provenance  # noqa: E402
 from labkit import labfaults, resultsfile, runlock  # noqa: E402
 from labkit.launch import (checkout_pythonpath,  # noqa: E402
