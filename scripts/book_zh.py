@@ -115,6 +115,14 @@ def configs(src: Path, cache: Path, zh_pages: list[str]) -> Path:
     return zh_cfg
 
 
+def new_cache(cache: Path) -> None:
+    """Create the empty jupyter-cache (its sqlite tables) here, before the
+    build: two parallel readers that each find no database both create
+    its tables, and the second fails ("table settings already exists")."""
+    from jupyter_cache import get_cache
+    get_cache(cache).list_cache_records()
+
+
 def not_cached(cache: Path) -> list[str]:
     """Pages the English build tried to execute and did not cache (an
     error or a timeout): under ``cache`` mode the Chinese build would run
@@ -160,6 +168,7 @@ def build(src: Path, out: Path, jobs: int, strict: bool,
     shutil.copytree(ROOT / "locale", src / "locale")   # .mo are made here
     cache = out / ".jupyter_cache"
     shutil.rmtree(cache, ignore_errors=True)     # numbers of today's code
+    new_cache(cache)
     zh_cfg = configs(src, cache, zh_only_pages(src))
     rc, wall, cpu = sphinx(src, out.parent, jobs, strict, [])
     print(f"book (en): {wall:.0f} s wall, {cpu:.0f} s CPU", flush=True)
