@@ -98,8 +98,12 @@ book: $(if $(LABS_FROM),$(STAMP),labs) web-tools
 	$(BIN)/python scripts/build_book.py --labs-from $(or $(LABS_FROM),_build/labs/$(PROFILE))
 
 # Strict build of the book, labs as committed (they are executed by nbval
-# below, once); then every test, the labs through nbval, and the offline
-# check of the HTML just built. Two pytest-xdist workers, a test module or
+# below, once), both editions (the Chinese one from the English build's
+# cache: a Sphinx read and write, no execution; --english-only drops it);
+# then every test, the labs through nbval, the offline and link checks of
+# the HTML just built, and the catalog check (tests/test_zh_catalogs.py:
+# an English paragraph of a translated page changed without its Chinese
+# fails, page and paragraph named). Two pytest-xdist workers, a test module or
 # a notebook at a time (conftest.py): one computes while the other waits.
 # The two environments install side by side (about 75 s each on 2 cores,
 # from the local caches); the apt installs of web-tools and grade-tools
@@ -108,7 +112,7 @@ test:
 	$(MAKE) --no-print-directory -j2 $(STAMP) $(CAI_STAMP)
 	$(MAKE) --no-print-directory web-tools grade-tools
 	$(BIN)/python scripts/build_book.py --strict
-	LABKIT_BOOK_BUILT=1 $(BIN)/python -m pytest tests labs --nbval-lax \
+	LABKIT_BOOK_BUILT=1 LABKIT_ZH_BUILT=1 $(BIN)/python -m pytest tests labs --nbval-lax \
 		-n 2 --durations=40 -q
 
 test-fast: $(STAMP)

@@ -1,6 +1,6 @@
 """The two built editions correspond page by page (scripts/book_zh.py).
 
-Runs after ``make book-zh`` (``_build/html`` and ``_build/html/zh``);
+Runs after ``make book`` (``_build/html`` and ``_build/html/zh``);
 skipped when there is no Chinese build, failed when ``LABKIT_ZH_BUILT`` says
 there should be one. For every page of both editions:
 
@@ -40,8 +40,8 @@ def _pages() -> list[str]:
         if os.environ.get("LABKIT_ZH_BUILT"):
             pytest.fail("the Chinese edition should be built, but "
                         "_build/html/zh is missing")
-        pytest.skip("no Chinese build: python scripts/book_zh.py "
-                    "(make book-zh)")
+        pytest.skip("no Chinese build: python scripts/build_book.py "
+                    "(make book)")
     return sorted(p.relative_to(ZH).with_suffix("").as_posix()
                   for p in ZH.glob("*/*.html")
                   if p.parent.name in ("book", "labs"))
