@@ -1,5 +1,6 @@
 # The two commands of the README. Both set up .venv on a fresh machine.
 #   make book   -> executes the labs (CPU profile) and builds _build/html
+#                  (English) and _build/html/zh (Chinese), chapters run once
 #   make test   -> unit + distributed tests, nbval on the labs, strict book build
 #   make benchmark -> the time budgets, measured (not part of make test)
 #   make rehearse-all -> every notebook's cells rehearsed for gpu8, gpu1
@@ -97,8 +98,12 @@ book: $(if $(LABS_FROM),$(STAMP),labs) web-tools
 	$(BIN)/python scripts/build_book.py --labs-from $(or $(LABS_FROM),_build/labs/$(PROFILE))
 
 # Strict build of the book, labs as committed (they are executed by nbval
-# below, once); then every test, the labs through nbval, and the offline
-# check of the HTML just built. Two pytest-xdist workers, a test module or
+# below, once), both editions (the Chinese one from the English build's
+# cache: a Sphinx read and write, no execution; --english-only drops it);
+# then every test, the labs through nbval, the offline and link checks of
+# the HTML just built, and the catalog check (tests/test_zh_catalogs.py:
+# an English paragraph of a translated page changed without its Chinese
+# fails, page and paragraph named). Two pytest-xdist workers, a test module or
 # a notebook at a time (conftest.py): one computes while the other waits.
 # The two environments install side by side (about 75 s each on 2 cores,
 # from the local caches); the apt installs of web-tools and grade-tools
@@ -109,7 +114,7 @@ test:
 	$(BIN)/python scripts/build_book.py --strict
 	@# where the time went (scripts/timeline.py): the longest units, the tail
 	rm -f _build/timeline.jsonl
-	LABKIT_BOOK_BUILT=1 LABKIT_TIMELINE=_build/timeline.jsonl \
+	LABKIT_BOOK_BUILT=1 LABKIT_ZH_BUILT=1 LABKIT_TIMELINE=_build/timeline.jsonl \
 		$(BIN)/python -m pytest tests labs --nbval-lax \
 		-n 2 --durations=40 -q; rc=$$?; \
 		$(BIN)/python scripts/timeline.py _build/timeline.jsonl --top 15; \
@@ -151,23 +156,21 @@ grade-tools:
 	  else echo "no bwrap: make grade refuses to run submissions (apt-get install bubblewrap)"; fi; }
 
 # Student edition of the book: exercises without solutions, no page sources,
-# in _build/student/_build/html (the instructor edition is `make book`).
+# in _build/student/_build/html and .../html/zh (the instructor edition is
+# `make book`).
 book-student: $(STAMP)
 	$(BIN)/python scripts/build_book.py --student \
 		$(if $(wildcard _build/labs/$(PROFILE)),--labs-from _build/labs/$(PROFILE))
 
-# The Chinese edition beside the English (issue 32; not yet in make test):
-# _build/html and _build/html/zh from one staged copy, the chapters
-# executed once (scripts/book_zh.py); test-zh: strict build, then the
-# catalog and page-by-page checks (tests/test_zh_*.py).
-.PHONY: book-zh test-zh
-book-zh: $(if $(LABS_FROM),$(STAMP),labs) web-tools
-	$(BIN)/python scripts/book_zh.py --labs-from $(or $(LABS_FROM),_build/labs/$(PROFILE))
-
+# The Chinese edition's checks alone (issue 32; make test runs them too):
+# the strict build of both editions, then the catalog check (every English
+# paragraph of a translated page has its Chinese) and the page-by-page
+# comparison of the two built editions (tests/test_zh_*.py).
+.PHONY: test-zh
 test-zh: $(STAMP)
-	$(BIN)/python scripts/book_zh.py --strict
-	LABKIT_ZH=1 LABKIT_ZH_BUILT=1 $(BIN)/python -m pytest \
-		tests/test_zh_catalogs.py tests/test_zh_html.py -q
+	$(BIN)/python scripts/build_book.py --strict
+	LABKIT_ZH_BUILT=1 $(BIN)/python -m pytest tests/test_zh_catalogs.py \
+		tests/test_zh_html.py -q
 
 clean:
 	rm -rf _build

@@ -1,15 +1,14 @@
-"""Build the book in English and in Chinese from the same sources.
+"""The two editions of the book: English, then Chinese, chapters run once.
 
-    python scripts/book_zh.py                        # labs as committed
-    python scripts/book_zh.py --labs-from _build/labs/cpu
-    python scripts/book_zh.py --strict
+    python scripts/build_book.py [--strict] [--student]  # both (make book)
     python scripts/book_zh.py --pages book/intro book/01_memory labs/01_memory
 
-English goes to ``_build/html`` as ``scripts/build_book.py`` builds it,
-Chinese to ``_build/html/zh``; every page links its twin in the other
-language (``book/_ext/lang_switch.py``). ``--pages`` cuts the table of
-contents to those pages and stages no assignment handouts (a quick look
-while translating).
+``scripts/build_book.py`` stages the sources (labs, stamps, handouts, the
+student edition's changes) and calls :func:`build`: English to
+``_build/html``, Chinese to ``_build/html/zh``; every page links its twin
+in the other language (``book/_ext/lang_switch.py``). This file's own
+command line is a quick look while translating: ``--pages`` cuts the table
+of contents to those pages and stages no assignment handouts.
 
 Why two Sphinx builds of one staged copy: Sphinx translates a page while
 reading it (gettext catalogs, ``locale/zh_CN/LC_MESSAGES/<page>.po``, see
@@ -18,9 +17,12 @@ code cells run once: the English build executes them into a jupyter-cache
 made empty first (so the numbers are today's, as under ``force``), and the
 Chinese build takes every chapter's outputs from that cache, because its
 code cells are the same cells. So each glued number is computed once, by
-the same code, for both languages, and no code cell is copied. The
-Chinese-only pages (the glossary, ``locale/zh_CN/pages/``) join the
-Chinese table of contents after the intro.
+the same code, for both languages, and no code cell is copied. A chapter
+the English build could not execute stops the build before the Chinese
+one (it would execute it again). The Chinese-only pages (the glossary,
+``locale/zh_CN/pages/``) join the Chinese table of contents after the
+intro. ``build(..., zh=False)`` (``build_book.py --english-only``) is the
+English edition alone, executed under ``force`` as before.
 """
 from __future__ import annotations
 
@@ -36,10 +38,37 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-import build_book  # noqa: E402
-
 ZH = ROOT / "locale" / "zh_CN"
+
+# Three extensions the book uses do not declare themselves parallel-safe, and
+# Sphinx then reads serially with a warning (-W: an error). All three are:
+# sphinx_multitoc_numbering (Jupyter Book's own) replaces
+# TocTreeCollector.assign_section_numbers, which runs in the main process
+# after the parallel reads are merged; sphinx-mathjax-offline copies MathJax
+# at build-finished; sphinx_jupyterbook_latex only transforms one page at
+# a time. Checked (2026-12-01): a serial and a parallel build give the same
+# pages, section numbers and search index, but for chapter 7's live
+# profiler timings and pandas' random table ids. On 2 cores the strict
+# build takes 58 s instead of 84-98 s.
+PARALLEL_SAFE = ("sphinx_multitoc_numbering", "sphinx-mathjax-offline",
+                 "sphinx_jupyterbook_latex")
+JUPYTER_BOOK_WITH_JOBS = """
+import labkit.lazy_grammar  # jsonschema's IRI grammar: built when used
+import importlib, sys, jupyter_book.sphinx as s
+build = s.build_sphinx
+s.build_sphinx = lambda *a, **k: build(*a, **dict(k, jobs={jobs}))
+def declared(setup):
+    return lambda app: dict(setup(app) or {{}}, parallel_read_safe=True,
+                            parallel_write_safe=True)
+for name in %r:
+    m = importlib.import_module(name)
+    m.setup = declared(m.setup)
+import sphinx.builders as b    # one page a task: chapter 1 alone takes 20 s
+b.make_chunks = lambda docnames, nproc, maxbatch=10: [[d] for d in docnames]
+from jupyter_book.cli.main import main
+sys.argv[0] = "jupyter-book"
+main()
+""" % (PARALLEL_SAFE,)
 
 
 def cut_toc(toc_path: Path, keep: list[str]) -> None:
@@ -87,6 +116,14 @@ def configs(src: Path, cache: Path, zh_pages: list[str]) -> Path:
     return zh_cfg
 
 
+def new_cache(cache: Path) -> None:
+    """Create the empty jupyter-cache (its sqlite tables) here, before the
+    build: two parallel readers that each find no database both create
+    its tables, and the second fails ("table settings already exists")."""
+    from jupyter_cache import get_cache
+    get_cache(cache).list_cache_records()
+
+
 def not_cached(cache: Path) -> list[str]:
     """Pages the English build tried to execute and did not cache (an
     error or a timeout): under ``cache`` mode the Chinese build would run
@@ -100,12 +137,13 @@ def not_cached(cache: Path) -> list[str]:
 def sphinx(src: Path, out: Path, jobs: int, strict: bool,
            extra: list[str]) -> tuple[int, float, float]:
     """One jupyter-book build: (return code, wall s, CPU s of children)."""
-    cmd = [sys.executable, "-c",
-           build_book.JUPYTER_BOOK_WITH_JOBS.format(jobs=jobs), "build",
-           str(src), "--builder", "html", "--path-output", str(out),
+    cmd = [sys.executable, "-c", JUPYTER_BOOK_WITH_JOBS.format(jobs=jobs),
+           "build", str(src), "--builder", "html", "--path-output", str(out),
            "--all", *extra]
     if strict:
         cmd += ["-W", "-n", "--keep-going"]
+    print("jupyter-book " + " ".join(cmd[3:]) + f"  ({jobs} jobs)",
+          flush=True)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     rc = subprocess.call(cmd, cwd=ROOT)
@@ -115,32 +153,25 @@ def sphinx(src: Path, out: Path, jobs: int, strict: bool,
     return rc, time.perf_counter() - t0, cpu
 
 
-def main(argv=None) -> int:
-    os.environ["PYTHONPATH"] = build_book.checkout_pythonpath()
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--labs-from", type=Path)
-    ap.add_argument("--strict", action="store_true")
-    ap.add_argument("--partial", action="store_true")
-    ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
-    ap.add_argument("--pages", nargs="+", help="only these pages")
-    ap.add_argument("--out", type=Path, default=ROOT / "_build")
-    a = ap.parse_args(argv)
-    out = a.out.resolve()
-    if out.name != "_build":
-        ap.error("--out must be a folder named _build")
-    src = build_book.stage(a.labs_from.resolve() if a.labs_from else None,
-                           out, a.partial)
-    if a.pages:      # a quick look: no handouts (the labs' download
-        cut_toc(src / "_toc.yml", a.pages)   # link then warns)
-    else:
-        build_book.stage_handouts(src)
+def build(src: Path, out: Path, jobs: int, strict: bool,
+          zh: bool = True) -> int:
+    """Build the staged ``src`` into ``out/html`` (English) and, with
+    ``zh``, ``out/html/zh`` (Chinese); print each build's wall and CPU
+    seconds. The exit code of the first build that failed, else 0."""
+    for d in ("html", ".doctrees", "jupyter_execute", "zh"):
+        shutil.rmtree(out / d, ignore_errors=True)
+    if not zh:
+        rc, wall, cpu = sphinx(src, out.parent, jobs, strict, [])
+        print(f"book (en): {wall:.0f} s wall, {cpu:.0f} s CPU", flush=True)
+        if rc == 0:
+            print(f"book: {out / 'html' / 'index.html'}")
+        return rc
     shutil.copytree(ROOT / "locale", src / "locale")   # .mo are made here
     cache = out / ".jupyter_cache"
     shutil.rmtree(cache, ignore_errors=True)     # numbers of today's code
+    new_cache(cache)
     zh_cfg = configs(src, cache, zh_only_pages(src))
-    for d in ("html", ".doctrees", "jupyter_execute", "zh"):
-        shutil.rmtree(out / d, ignore_errors=True)
-    rc, wall, cpu = sphinx(src, out.parent, a.jobs, a.strict, [])
+    rc, wall, cpu = sphinx(src, out.parent, jobs, strict, [])
     print(f"book (en): {wall:.0f} s wall, {cpu:.0f} s CPU", flush=True)
     if rc:
         return rc
@@ -150,7 +181,7 @@ def main(argv=None) -> int:
               + ", ".join(failed) + " (see its warnings)", flush=True)
         return 1
     zh_out = out / "zh"
-    rc, wall, cpu = sphinx(src, zh_out, a.jobs, a.strict,
+    rc, wall, cpu = sphinx(src, zh_out, jobs, strict,
                            ["--config", str(zh_cfg),
                             "--toc", str(src / "_toc_zh.yml")])
     print(f"book (zh): {wall:.0f} s wall, {cpu:.0f} s CPU", flush=True)
@@ -162,5 +193,29 @@ def main(argv=None) -> int:
     return 0
 
 
+def main(argv=None) -> int:
+    """A quick look at a few pages in both languages (``--pages``); the
+    whole book is ``scripts/build_book.py``."""
+    import build_book
+    os.environ["PYTHONPATH"] = build_book.checkout_pythonpath()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--pages", nargs="+", required=True,
+                    help="only these pages (the first is the root)")
+    ap.add_argument("--labs-from", type=Path)
+    ap.add_argument("--strict", action="store_true")
+    ap.add_argument("--partial", action="store_true")
+    ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
+    ap.add_argument("--out", type=Path, default=ROOT / "_build")
+    a = ap.parse_args(argv)
+    out = a.out.resolve()
+    if out.name != "_build":
+        ap.error("--out must be a folder named _build")
+    src = build_book.stage(a.labs_from.resolve() if a.labs_from else None,
+                           out, a.partial)
+    cut_toc(src / "_toc.yml", a.pages)  # no handouts: the labs' download
+    return build(src, out, a.jobs, a.strict)      # link then warns
+
+
 if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT / "scripts"))
     sys.exit(main())

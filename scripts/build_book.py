@@ -4,13 +4,19 @@
     python scripts/build_book.py --labs-from _build/labs/cpu   # executed labs
     python scripts/build_book.py --student    # _build/student/_build/html
     python scripts/build_book.py --labs-from labs-gpu8-....tar.gz  # a bundle
+    python scripts/build_book.py --english-only   # no _build/html/zh
+
+Both editions are built (``scripts/book_zh.py``): English at ``_build/html``,
+Chinese at ``_build/html/zh``, each chapter executed once for both.
 
 The book's sources (``_config.yml``, ``_toc.yml``, ``book/``, ``labs/*.ipynb``)
 are copied to ``_build/src``; with ``--labs-from``, each lab notebook there is
 replaced by its executed copy from the lab runner, so the book shows the
 outputs of the run that was measured and the labs are not executed twice.
-Chapters are executed at build time (cheap: pure formulas and plots). The
-build folder is cleaned first; ``--strict`` adds ``-W -n --keep-going``.
+Chapters are executed at build time (cheap: pure formulas and plots), by
+the English build; the Chinese one reads their outputs from the same
+jupyter-cache. The build folder is cleaned first; ``--strict`` adds ``-W
+-n --keep-going`` to both.
 
 ``--labs-from`` also takes an archive of ``scripts/bundle_results.py``;
 with ``--partial`` a lab missing from it is shown as committed. Only a
@@ -42,7 +48,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tarfile
 import zlib
@@ -57,37 +62,11 @@ from labkit import disk, labruns, resultsfile  # noqa: E402
 from labkit.launch import checkout_pythonpath  # noqa: E402
 from labkit.provenance import of_notebook, stamp  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "scripts"))
+import book_zh  # noqa: E402  (the builds of the two editions)
+
 SOURCES = ["_config.yml", "_toc.yml", "book", "labs"]
 
-# Three extensions the book uses do not declare themselves parallel-safe, and
-# Sphinx then reads serially with a warning (-W: an error). All three are:
-# sphinx_multitoc_numbering (Jupyter Book's own) replaces
-# TocTreeCollector.assign_section_numbers, which runs in the main process
-# after the parallel reads are merged; sphinx-mathjax-offline copies MathJax
-# at build-finished; sphinx_jupyterbook_latex only transforms one page at
-# a time. Checked (2026-12-01): a serial and a parallel build give the same
-# pages, section numbers and search index, but for chapter 7's live
-# profiler timings and pandas' random table ids. On 2 cores the strict
-# build takes 58 s instead of 84-98 s.
-PARALLEL_SAFE = ("sphinx_multitoc_numbering", "sphinx-mathjax-offline",
-                 "sphinx_jupyterbook_latex")
-JUPYTER_BOOK_WITH_JOBS = """
-import labkit.lazy_grammar  # jsonschema's IRI grammar: built when used
-import importlib, sys, jupyter_book.sphinx as s
-build = s.build_sphinx
-s.build_sphinx = lambda *a, **k: build(*a, **dict(k, jobs={jobs}))
-def declared(setup):
-    return lambda app: dict(setup(app) or {{}}, parallel_read_safe=True,
-                            parallel_write_safe=True)
-for name in %r:
-    m = importlib.import_module(name)
-    m.setup = declared(m.setup)
-import sphinx.builders as b    # one page a task: chapter 1 alone takes 20 s
-b.make_chunks = lambda docnames, nproc, maxbatch=10: [[d] for d in docnames]
-from jupyter_book.cli.main import main
-sys.argv[0] = "jupyter-book"
-main()
-""" % (PARALLEL_SAFE,)
 
 
 def unpack(labs_from: Path, out: Path) -> tuple[Path, list[str]]:
@@ -246,6 +225,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--labs-from", type=Path)
     ap.add_argument("--strict", action="store_true")
+    # jupyter-book's CLI has no --jobs: its build_sphinx does. Two readers
+    # execute two chapters at once (each chapter runs in its own kernel).
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                     help="chapters read (and executed) at once (default: "
                     "2, or 1 on one core)")
@@ -257,6 +238,8 @@ def main(argv=None) -> int:
                     "pages; the chapters' computed numbers are missing)")
     ap.add_argument("--partial", action="store_true",
                     help="labs missing from --labs-from: shown as committed")
+    ap.add_argument("--english-only", action="store_true",
+                    help="the English edition alone (no _build/html/zh)")
     ap.add_argument("--out", type=Path, default=ROOT / "_build",
                     help="build folder (default _build): html/ goes there")
     a = ap.parse_args(argv)
@@ -277,21 +260,7 @@ def main(argv=None) -> int:
         cfg = src / "_config.yml"
         cfg.write_text(cfg.read_text().replace("execute_notebooks: force",
                                                "execute_notebooks: \"off\""))
-    for d in ("html", ".doctrees", "jupyter_execute"):
-        shutil.rmtree(out / d, ignore_errors=True)
-    # jupyter-book's CLI has no --jobs: its build_sphinx does. Two readers
-    # execute two chapters at once (each chapter runs in its own kernel).
-    cmd = [sys.executable, "-c", JUPYTER_BOOK_WITH_JOBS.format(jobs=a.jobs),
-           "build", str(src), "--builder", "html",
-           "--path-output", str(out.parent), "--all"]
-    if a.strict:
-        cmd += ["-W", "-n", "--keep-going"]
-    print("jupyter-book " + " ".join(cmd[3:]) + f"  ({a.jobs} jobs)",
-          flush=True)
-    rc = subprocess.call(cmd, cwd=ROOT)
-    if rc == 0:
-        print(f"book: {out / 'html' / 'index.html'}")
-    return rc
+    return book_zh.build(src, out, a.jobs, a.strict, zh=not a.english_only)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,10 @@ scripts, style sheets, images, fonts, frames, CSS url()/@import, and in
 JavaScript (the calculators' Pyodide included) import(), fetch(), workers
 and script sources. The in-page calculators' Pyodide (js, wasm, stdlib) is
 served from the build; tests/test_calculators_browser.py also blocks and
-fails on any request to another host while the calculators run.
+fails on any request to another host while the calculators run. Both
+editions are checked: every file under ``_build/html`` (the Chinese one,
+``_build/html/zh``, included), and the per-edition checks below on each
+edition that was built.
 """
 import os
 import re
@@ -38,6 +41,19 @@ def _built() -> bool:
     if os.environ.get("LABKIT_BOOK_BUILT"):
         pytest.fail("make test built the book, but _build/html is missing")
     pytest.skip("book not built: run `make book` or `make test`")
+
+
+def editions() -> list[Path]:
+    """The site's root of each edition built: English, then Chinese
+    (``zh/``) when it is there; an English page that links its Chinese
+    twin (``lang-switch``) means the Chinese edition must be there."""
+    _built()
+    sites = [HTML] + ([HTML / "zh"] if (HTML / "zh" / "index.html").exists()
+                      else [])
+    if len(sites) == 1:
+        assert 'class="lang-switch"' not in (HTML / "index.html").read_text(), \
+            "the English pages link a Chinese edition that was not built"
+    return sites
 
 
 def offending(text: str) -> list[str]:
@@ -92,31 +108,33 @@ def test_pyodide_is_served_locally():
     """The calculators' Python runtime is part of the build: the wasm, the
     standard library and the loader, and the loader is told to take every
     file from there (its default for packages is a CDN)."""
-    _built()
-    here = HTML / "_static" / "calculators"
-    for name in PYODIDE:
-        assert (here / "pyodide" / name).stat().st_size > 0, name
-    assert (here / "labkit-predict.zip").exists()
-    js = (here / "calculators.js").read_text()
-    assert "https:" not in js and "http:" not in js
-    for option in ("indexURL: dir", "packageBaseUrl: dir", "lockFileURL: dir"):
-        assert option in js, option
-    page = (HTML / "book" / "01_memory.html").read_text()
-    assert '_static/calculators/calculators.js"' in page
+    for site in editions():
+        here = site / "_static" / "calculators"
+        for name in PYODIDE:
+            assert (here / "pyodide" / name).stat().st_size > 0, name
+        assert (here / "labkit-predict.zip").exists()
+        js = (here / "calculators.js").read_text()
+        assert "https:" not in js and "http:" not in js
+        for option in ("indexURL: dir", "packageBaseUrl: dir",
+                       "lockFileURL: dir"):
+            assert option in js, option
+        page = (site / "book" / "01_memory.html").read_text()
+        assert '_static/calculators/calculators.js"' in page
 
 
 def test_math_is_served_locally():
-    _built()
-    page = (HTML / "book" / "01_memory.html").read_text()
-    m = re.search(r"<script[^>]*src=\"([^\"]*mathjax[^\"]*)\"", page, re.I)
-    assert m, "no MathJax script on the chapter with math"
-    assert (HTML / "book" / m.group(1)).resolve().exists()
+    for site in editions():
+        page = (site / "book" / "01_memory.html").read_text()
+        m = re.search(r"<script[^>]*src=\"([^\"]*mathjax[^\"]*)\"", page,
+                      re.I)
+        assert m, "no MathJax script on the chapter with math"
+        assert (site / "book" / m.group(1)).resolve().exists()
 
 
 def test_figures_are_rendered():
     """Chapters draw their figures at build time; a non-inline matplotlib
     backend in the kernel's environment (MPLBACKEND=Agg) silently drops
     them, leaving "<Figure size ...>" text instead of a picture."""
-    _built()
-    page = (HTML / "book" / "01_memory.html").read_text()
-    assert "<img" in page and "&lt;Figure size" not in page
+    for site in editions():
+        page = (site / "book" / "01_memory.html").read_text()
+        assert "<img" in page and "&lt;Figure size" not in page, site

@@ -3,7 +3,9 @@
 Complements the strict build (``-W -n --keep-going``: cross-references):
 this reads the HTML that was written and checks every relative ``href`` and
 ``src`` (file and ``#anchor``), plus the sitemap and social-preview metadata
-configuration. Links to other sites are not followed (no network).
+configuration. Links to other sites are not followed (no network). The
+Chinese edition (``_build/html/zh``) is part of the site: its pages, and
+the language links between the two editions, are checked the same way.
 """
 from __future__ import annotations
 
@@ -53,7 +55,7 @@ def broken_links(site: Path) -> list[str]:
         return pages[p]
 
     for f in sorted(site.rglob("*.html")):
-        if f.relative_to(site).parts[0] == "_static":
+        if "_static" in f.relative_to(site).parts[:2]:
             continue  # the themes' Jinja macros, copied as they are
         for link in page(f).links:
             u = urlsplit(link)
@@ -84,6 +86,11 @@ def test_checker_finds_broken_links(tmp_path):
 def test_every_internal_link_resolves():
     _built()
     assert not broken_links(HTML)
+    if (HTML / "zh" / "index.html").exists():   # both editions, linked
+        en = (HTML / "book" / "01_memory.html").read_text()
+        zh = (HTML / "zh" / "book" / "01_memory.html").read_text()
+        assert 'href="../zh/book/01_memory.html"' in en
+        assert 'href="../../book/01_memory.html"' in zh
 
 
 def test_search_works_offline():
@@ -121,5 +128,6 @@ def test_launch_buttons_only_with_a_repository_and_only_on_labs():
     for f in HTML.rglob("*.html"):
         text = f.read_text(errors="replace")
         has = "colab.research.google.com" in text or "mybinder.org" in text
-        on_lab = f.relative_to(HTML).parts[0] == "labs"
+        parts = f.relative_to(HTML).parts
+        on_lab = parts[parts[0] == "zh"] == "labs"   # zh/labs/ too
         assert has == bool(repo and on_lab), f.relative_to(HTML)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import html
 import importlib
 import io
 import json
@@ -27,6 +28,38 @@ HIDDEN = {"help", "json", "plot", "hf_config"}   # a page has no files
 # other.
 MODEL = "preset"
 SHAPE = {"params", "layers", "hidden", "heads", "vocab", "tied"}
+
+# The words a calculator shows around the command's own output, per edition
+# of the book (issue 32): the build picks the page's language
+# (``calculators.py``), the browser gets the same strings from the page
+# (``data-labels``) and the plot's from ``page_result(..., lang)``. Flags,
+# result keys and the command line's error messages stay as the command
+# line prints them (code, in both editions).
+LABELS = {
+    "en": {"worked": "Worked example:",
+           "loading": "Loading Python (Pyodide) in this page\u2026",
+           "computed": "Computed in your browser:",
+           "error": "Error: ",
+           "failed": "The calculator could not run here: ",
+           "rank": "rank {r}",
+           "plot": "time (units of --forward); blue forward, orange "
+                   "backward; step {step}",
+           "title": "{schedule} timeline: p={p}, m={m}, bubble {bubble}"},
+    "zh": {"worked": "算例：",
+           "loading": "正在本页加载 Python（Pyodide）\u2026",
+           "computed": "已在你的浏览器中计算：",
+           "error": "错误：",
+           "failed": "计算器无法在此运行：",
+           "rank": "rank {r}",
+           "plot": "时间（以 --forward 为单位）；蓝色为前向，橙色为反向；"
+                   "一步 {step}",
+           "title": "{schedule} 时间线：p={p}，m={m}，气泡 {bubble}"},
+}
+
+
+def lang_of(language: str | None) -> str:
+    """The LABELS key of a Sphinx ``language`` (``zh_CN`` -> ``zh``)."""
+    return "zh" if (language or "").lower().startswith("zh") else "en"
 
 
 def _commands() -> dict:
@@ -162,8 +195,9 @@ def rows(result: dict) -> list[dict]:
     return out
 
 
-def svg(name: str, argv: list[str]) -> str:
-    """A small plot for the calculators whose chapter has one ("" if none)."""
+def svg(name: str, argv: list[str], lang: str = "en") -> str:
+    """A small plot for the calculators whose chapter has one ("" if none),
+    its words in ``lang`` (a LABELS key)."""
     if name != "pipeline" or "error" in run(name, argv):
         return ""
     from labkit.predict.pipeline_parallel import simulate
@@ -173,13 +207,15 @@ def svg(name: str, argv: list[str]) -> str:
     w, row, left = 560, 22, 52
     scale = (w - left - 8) / tl.makespan
     h = row * a.stages + 24
+    say = LABELS.get(lang, LABELS["en"])
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" '
              f'width="{w}" height="{h}" role="img" class="calc-plot">',
-             f"<title>{a.schedule} timeline: p={a.stages}, m={a.microbatches}"
-             f", bubble {tl.bubble:.3f}</title>"]
+             "<title>" + html.escape(say["title"].format(
+                 schedule=a.schedule, p=a.stages, m=a.microbatches,
+                 bubble=f"{tl.bubble:.3f}")) + "</title>"]
     for r in range(a.stages):
         parts.append(f'<text x="0" y="{r * row + 15}" font-size="11">'
-                     f"rank {r}</text>")
+                     + say["rank"].format(r=r) + "</text>")
     for o in tl.ops:
         color = "#4c72b0" if o.kind == "F" else "#dd8452"
         x, width = left + o.start * scale, max((o.end - o.start) * scale, 0.5)
@@ -187,18 +223,19 @@ def svg(name: str, argv: list[str]) -> str:
                      f'width="{width:.1f}" height="{row - 4}" fill="{color}" '
                      f'opacity="{1 - 0.35 * o.chunk:.2f}" stroke="white" '
                      'stroke-width="0.5"/>')
-    parts.append(f'<text x="{left}" y="{h - 4}" font-size="11">time (units of'
-                 f" --forward); blue forward, orange backward; step "
-                 f"{tl.makespan:g}</text></svg>")
+    parts.append(f'<text x="{left}" y="{h - 4}" font-size="11">'
+                 + html.escape(say["plot"].format(step=f"{tl.makespan:g}"))
+                 + "</text></svg>")
     return "".join(parts)
 
 
-def page_result(name: str, argv_json: str) -> str:
-    """What the browser asks for (argv as a JSON list): result, rows, plot."""
+def page_result(name: str, argv_json: str, lang: str = "en") -> str:
+    """What the browser asks for (argv as a JSON list): result, rows, plot
+    (its words in the page's ``lang``)."""
     argv = json.loads(argv_json)
     result = run(name, argv)
     return json.dumps({"result": result, "rows": rows(result),
-                       "svg": svg(name, argv)})
+                       "svg": svg(name, argv, lang)})
 
 
 if __name__ == "__main__":

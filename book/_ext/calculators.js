@@ -99,23 +99,26 @@
     const form = box.querySelector(".calc-form");
     const status = box.querySelector(".calc-status");
     const result = box.querySelector(".calc-result");
+    // the page's words (calc_core.LABELS, in the page's language)
+    const say = JSON.parse(box.dataset.labels);
     let seq = 0;
     form.hidden = false;
     status.hidden = false;
-    status.textContent = "Loading Python (Pyodide) in this page…";
+    status.textContent = say.loading;
 
     async function update() {
       const mine = ++seq;
       const args = argv(form);
       const core = await startPython();
       if (mine !== seq) return;  // a newer change is on its way
-      const out = JSON.parse(core.page_result(name, JSON.stringify(args)));
+      const out = JSON.parse(core.page_result(name, JSON.stringify(args),
+                                              box.dataset.lang));
       result.replaceChildren();
       if (out.result.error) {
-        status.textContent = "Error: " + out.result.error;
+        status.textContent = say.error + out.result.error;
         box.dataset.state = "error";
       } else {
-        status.textContent = "Computed in your browser: python -m labkit " +
+        status.textContent = say.computed + " python -m labkit " +
           name + " " + args.join(" ");
         result.appendChild(table(out.rows));
         if (out.svg) result.insertAdjacentHTML("beforeend", out.svg);
@@ -126,7 +129,7 @@
 
     function run() {
       update().catch((e) => {
-        status.textContent = "The calculator could not run here: " + e;
+        status.textContent = say.failed + e;
         box.dataset.state = "failed";
       });
     }

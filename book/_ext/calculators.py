@@ -155,7 +155,12 @@ def field_html(f: dict, shown: bool) -> str:
     return f'<label{tip}><span>{html.escape(f["flag"])}</span> {ctl}</label>'
 
 
-def calculator_html(name: str, argv: list[str], shown: list[str] | None) -> str:
+def calculator_html(name: str, argv: list[str], shown: list[str] | None,
+                    lang: str = "en") -> str:
+    """The calculator's box: the worked example (static), its form, and
+    the words the browser shows, all in the page's ``lang`` (a key of
+    ``calc_core.LABELS``; the same calculators.js for every edition)."""
+    say = calc_core.LABELS[lang]
     fields = calc_core.fields(name, argv)
     result = calc_core.run(name, argv)
     if "error" in result:
@@ -167,12 +172,14 @@ def calculator_html(name: str, argv: list[str], shown: list[str] | None) -> str:
                               or f.get("model", False)) for f in fields)
     cmd = html.escape(shlex.join(["python", "-m", "labkit", name, *argv]))
     return (
-        f'<div class="labkit-calculator" data-calculator="{html.escape(name)}">'
-        f'<p class="calc-command">Worked example: <code>{cmd}</code></p>'
+        f'<div class="labkit-calculator" data-calculator="{html.escape(name)}"'
+        f' data-lang="{lang}" data-labels="{html.escape(json.dumps(say))}">'
+        f'<p class="calc-command">{html.escape(say["worked"])} '
+        f'<code>{cmd}</code></p>'
         f'<form class="calc-form" hidden onsubmit="return false">{form}</form>'
         '<p class="calc-status" hidden aria-live="polite"></p>'
         f'<div class="calc-result">{table_html(calc_core.rows(result))}'
-        f'{calc_core.svg(name, argv)}</div></div>')
+        f'{calc_core.svg(name, argv, lang)}</div></div>')
 
 
 def setup(app):
@@ -189,8 +196,10 @@ def setup(app):
             name = self.arguments[0]
             argv = shlex.split(" ".join(self.content))
             shown = self.options.get("fields", "").split() or None
+            lang = calc_core.lang_of(
+                self.state.document.settings.env.config.language)
             try:
-                text = calculator_html(name, argv, shown)
+                text = calculator_html(name, argv, shown, lang)
             except ValueError as e:
                 raise self.error(str(e))
             return [nodes.raw("", text, format="html")]
