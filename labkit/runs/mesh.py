@@ -46,6 +46,7 @@ from labkit.measure.collectives import CollectiveCounter
 from labkit.model import (add_shape_arguments, arch_of, batch, build,
                           config_from_args, local_batch, sharding_units)
 from labkit.predict.tensor_parallel_gqa import kv_split
+from labkit.runs import kv_copies
 from labkit.runs.tp_layers import separate_qkv
 from labkit.runs.tp_llama import grad_rel_diff
 from labkit.train import (make_optimizer, mean_over_ranks, reference_losses,
@@ -130,10 +131,9 @@ def parallelize(model, mesh, sequence_parallel: bool = False,
                                          sequence_parallel)
               for block in model.blocks]
         if kv[0]:               # t > KV heads: replicas, summed by group
-            me = tdist.get_rank()
-            group = next(g for ranks, g in
-                         tp_llama.kv_replica_groups(mesh, model.arch)
-                         if me in ranks)
+            rows = mesh.mesh.reshape(-1, tp.size()).tolist()  # "tp" groups
+            group = kv_copies.group_of(kv_copies.kv_copy_groups(
+                rows, model.arch), tdist.get_rank())
             model.kv_replicas = [(layers, group) for layers in kv]
     if tp.size() > 1:
         if sequence_parallel:
@@ -197,10 +197,9 @@ def setup(lay: dict, config, ctx, bf16: bool = False, seed: int = 0):
            if bf16 and lay["dp"] == 1 else None)
     opt = make_optimizer(model)
     if model.kv_replicas:      # K/V copies: their gradients summed first
-        from labkit.runs.tp_llama import sum_kv_grads
         def before_step(*_):
             for layers, group in model.kv_replicas:
-                sum_kv_grads(layers, group)
+                kv_copies.sum_kv_grads(layers, group)
         opt.register_step_pre_hook(before_step)
     return model, opt, mesh, amp
 
