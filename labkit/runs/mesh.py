@@ -23,9 +23,8 @@ when "tp" has more ranks than K/V heads).
 For every layout the tiny model trains ``--steps`` steps from the seed on
 the global batch (each "dp" group its slice, the ranks of a "tp" group the
 same slice), and each rank saves: the losses beside one process's on the
-full batch (``labkit.train.reference_losses``), for the Llama-style
-block its first step's gradients against one process's
-(``grad_rel_diff``), its parameter bytes
+full batch (``labkit.train.reference_losses``), its first step's
+gradients against one process's (``grad_rel_diff``), its parameter bytes
 (``to_local()``: what it really holds), the collectives of the last step
 counted by :class:`labkit.measure.collectives.CollectiveCounter` and split
 by the mesh dimension whose group carried them, and, with
@@ -220,10 +219,8 @@ def run_layout(lay: dict, config, ctx, a, reference) -> dict:
                 loss = train_step(model, opt, x, y, amp)
         else:
             loss = train_step(model, opt, x, y, amp)
-        # step 0's gradients, the Llama-style block's (the GPT's 2-D
-        # full_tensor of its strided biases hung gloo: its losses only)
-        if step == 0 and reference is not None and not \
-                model.arch.qkv_fused:
+        # step 0's gradients against one process's (both blocks)
+        if step == 0 and reference is not None:
             grad_diff = grad_rel_diff(model, config, *batch(
                 config, a.global_batch, 0, a.seed, ctx.device), a.seed)
         # every rank of a "tp" group holds the same loss: the mean over
