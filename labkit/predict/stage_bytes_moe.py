@@ -27,8 +27,10 @@ expert and ``E`` routed experts. On one GPU:
   (Narayanan et al. 2021, Sec. 2.2.1); one MoE layer's dispatch buffers
   where the stage has one; ring attention's two K/V blocks with CP.
 
-The layout's own ``total_gb`` stays the planner's quick bound (each layer
-the heavier kind, one end); these are the stages' own numbers. At
+The layout's own ``total_gb`` stays the planner's quick estimate (each
+of ``ceil(L / p)`` layers the heavier kind, one end: above every stage of
+DeepSeek-V3's PP16, but one end short where one stage holds both, ``pp =
+1``); these are the stages' own numbers. At
 ``tp = 1`` (DeepSeek-V3's published layout) the parameters are exact: the
 stages of an untied model hold the record's total once, experts ``ep``
 times over.
