@@ -20,7 +20,8 @@ TOL = TP.check_tolerance("fp32")
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory):
     return launch("labkit.runs.tensor_parallel", 4,
-                  {**ARGS, "llama_variants": "scratch,no_comm"},
+                  {**ARGS, "llama_variants":
+                   "scratch,no_comm,no_kv_sum,wrong_kv_group"},
                   timeout=480, run_dir=tmp_path_factory.mktemp("gqa"))
 
 
@@ -64,6 +65,30 @@ def test_replicated_kv_gradients_are_all_reduced(ranks):
     for rank in ranks:
         sync = _by(rank, "scratch")["comm_kv_grad_sync"]["all_reduce"]
         assert sync == {"calls": 2, "bytes": want}
+
+
+@pytest.mark.parametrize("variant", ["no_kv_sum", "wrong_kv_group"])
+def test_without_the_kv_copies_sum_the_gradients_differ(ranks, variant):
+    # the mutants of labkit.runs.kv_copies: the copies' gradients not
+    # summed, or summed over ranks {0, 2} and {1, 3}, which hold different
+    # K/V heads (the same bytes on the wire). The output and every other
+    # gradient are the scratch split's, bit for bit; K and V's are off by
+    # a part of the gradient itself, and the check says so.
+    kv = {"attn.k.weight", "attn.v.weight"}
+    for rank in ranks:
+        good, bad = _by(rank, "scratch"), _by(rank, variant)
+        g = bad["grad_scale"]
+        assert bad["out_diff"] == good["out_diff"]
+        assert bad["xgrad_diff"] == good["xgrad_diff"]
+        for name, d in bad["grad_diff"].items():
+            if name in kv:
+                assert d / g > 1e3 * TOL, (name, d / g)
+                assert bad["grad_diff_fp64"][name] / g > 1e3 * TOL
+            else:
+                assert d == good["grad_diff"][name], name
+        assert _ok(rank, good) and not _ok(rank, bad)
+        want = good["comm_kv_grad_sync"] if variant != "no_kv_sum" else {}
+        assert bad["comm_kv_grad_sync"] == want
 
 
 @pytest.mark.parametrize("fixture,tp,variant", [

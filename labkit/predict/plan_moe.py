@@ -42,6 +42,10 @@ The all-to-all of a MoE layer sends ``k T h (ep - 1) / ep`` values per
 rank per direction (:func:`labkit.predict.experts.uniform_bytes`), four
 times per micro-batch (dispatch and combine, forward and backward), over
 NVLink when the EP group fits in a node and over InfiniBand when not.
+
+``--json`` adds each shown layout's ``stages``: every pipeline stage's
+own layers, parameters and bytes per GPU
+(:mod:`labkit.predict.stage_bytes_moe`).
 """
 from __future__ import annotations
 
@@ -195,7 +199,11 @@ def main(args, a=None) -> int:
     shown = ok[:args.top] + ([x for x in lays if not x["fits"]]
                              if args.all else [])
     c = P.count(a)
-    if args.json:
+    if args.json:   # every stage's own bytes: labkit.predict.stage_bytes_moe
+        from labkit.predict.stage_bytes_moe import stage_report
+        for x in shown:
+            x["stages"] = stage_report(a, x, seq, args.micro_batch or 1,
+                                       args.batch)
         print(json.dumps({"arch": a.as_dict(), "total": c["total"],
                           "active": c["active"], "feasible": len(ok),
                           "layouts": shown}, indent=1))

@@ -81,12 +81,13 @@ def head_params(a, tp: int = 1) -> float:
     return a.vocab * a.hidden / tp + norm
 
 
-def stage_params(a, tp: int, parts, stage: int) -> float:
-    """Parameters on one GPU of pipeline stage ``stage`` (``parts``: layers
-    per stage). One stage holding both ends keeps one copy of a tied
-    embedding and both matrices of an untied one."""
-    psi = parts[stage] * layer_params(a, tp)
-    last = stage == len(parts) - 1
+def end_params(a, tp: int, stages: int, stage: int) -> float:
+    """What stage ``stage`` of ``stages`` holds beside its layers: the
+    embedding on the first, the output layer and final norm on the last.
+    One stage holding both ends keeps one copy of a tied embedding and
+    both matrices of an untied one."""
+    psi = 0.0
+    last = stage == stages - 1
     if stage == 0:
         psi += embedding_params(a, tp)
         if last and not a.tied:
@@ -96,6 +97,13 @@ def stage_params(a, tp: int, parts, stage: int) -> float:
     elif last:
         psi += head_params(a, tp)
     return psi
+
+
+def stage_params(a, tp: int, parts, stage: int) -> float:
+    """Parameters on one GPU of pipeline stage ``stage`` (``parts``: layers
+    per stage): its layers and :func:`end_params`."""
+    return (parts[stage] * layer_params(a, tp)
+            + end_params(a, tp, len(parts), stage))
 
 
 def activation_terms(a, tp: int = 1) -> dict:

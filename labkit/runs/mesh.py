@@ -23,9 +23,8 @@ when "tp" has more ranks than K/V heads).
 For every layout the tiny model trains ``--steps`` steps from the seed on
 the global batch (each "dp" group its slice, the ranks of a "tp" group the
 same slice), and each rank saves: the losses beside one process's on the
-full batch (``labkit.train.reference_losses``), for the Llama-style
-block its first step's gradients against one process's
-(``grad_rel_diff``), its parameter bytes
+full batch (``labkit.train.reference_losses``), its first step's
+gradients against one process's (``grad_rel_diff``), its parameter bytes
 (``to_local()``: what it really holds), the collectives of the last step
 counted by :class:`labkit.measure.collectives.CollectiveCounter` and split
 by the mesh dimension whose group carried them, and, with
@@ -46,6 +45,7 @@ from labkit.measure.collectives import CollectiveCounter
 from labkit.model import (add_shape_arguments, arch_of, batch, build,
                           config_from_args, local_batch, sharding_units)
 from labkit.predict.tensor_parallel_gqa import kv_split
+from labkit.runs import kv_copies
 from labkit.runs.tp_layers import separate_qkv
 from labkit.runs.tp_llama import grad_rel_diff
 from labkit.train import (make_optimizer, mean_over_ranks, reference_losses,
@@ -130,10 +130,9 @@ def parallelize(model, mesh, sequence_parallel: bool = False,
                                          sequence_parallel)
               for block in model.blocks]
         if kv[0]:               # t > KV heads: replicas, summed by group
-            me = tdist.get_rank()
-            group = next(g for ranks, g in
-                         tp_llama.kv_replica_groups(mesh, model.arch)
-                         if me in ranks)
+            rows = mesh.mesh.reshape(-1, tp.size()).tolist()  # "tp" groups
+            group = kv_copies.group_of(kv_copies.kv_copy_groups(
+                rows, model.arch), tdist.get_rank())
             model.kv_replicas = [(layers, group) for layers in kv]
     if tp.size() > 1:
         if sequence_parallel:
@@ -197,10 +196,9 @@ def setup(lay: dict, config, ctx, bf16: bool = False, seed: int = 0):
            if bf16 and lay["dp"] == 1 else None)
     opt = make_optimizer(model)
     if model.kv_replicas:      # K/V copies: their gradients summed first
-        from labkit.runs.tp_llama import sum_kv_grads
         def before_step(*_):
             for layers, group in model.kv_replicas:
-                sum_kv_grads(layers, group)
+                kv_copies.sum_kv_grads(layers, group)
         opt.register_step_pre_hook(before_step)
     return model, opt, mesh, amp
 
@@ -221,10 +219,8 @@ def run_layout(lay: dict, config, ctx, a, reference) -> dict:
                 loss = train_step(model, opt, x, y, amp)
         else:
             loss = train_step(model, opt, x, y, amp)
-        # step 0's gradients, the Llama-style block's (the GPT's 2-D
-        # full_tensor of its strided biases hung gloo: its losses only)
-        if step == 0 and reference is not None and not \
-                model.arch.qkv_fused:
+        # step 0's gradients against one process's (both blocks)
+        if step == 0 and reference is not None:
             grad_diff = grad_rel_diff(model, config, *batch(
                 config, a.global_batch, 0, a.seed, ctx.device), a.seed)
         # every rank of a "tp" group holds the same loss: the mean over

@@ -22,6 +22,10 @@ version of it over all ranks, Megatron-style (Shoeybi et al. 2019, Sec. 3):
   numbers. The check below catches it.
 - ``no_comm``: the scratch split with its collectives switched off (wrong
   numbers), to time the computation alone.
+- ``no_kv_sum``, ``wrong_kv_group`` (Llama-style block only): the scratch
+  split with the K/V copies' gradients not summed, or summed over ranks
+  that hold different heads (:mod:`labkit.runs.kv_copies`); wrong
+  gradients where ``tp`` is above the K/V heads.
 - ``megatron`` (optional, needs ``megatron-core``): the same split with
   megatron-core's ``ColumnParallelLinear`` / ``RowParallelLinear``, which
   run on CPU with gloo when built with ``use_cpu_initialization=True``.
@@ -59,7 +63,8 @@ from labkit.runs.tp_scratch import (ColumnParallelLinear,  # noqa: F401
 
 VARIANTS = ("scratch", "dtensor", "wrong_split", "no_comm", "megatron")
 SCRATCH_LAYOUT = ("scratch", "no_comm", "megatron")  # same shards
-LLAMA_VARIANTS = ("scratch", "dtensor", "no_comm")   # labkit.runs.tp_gqa
+LLAMA_VARIANTS = ("scratch", "dtensor", "no_comm",   # labkit.runs.tp_gqa
+                  "no_kv_sum", "wrong_kv_group")
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp64": torch.float64}
 STEP = 0.1  # SGD update / parameters (RMS) of the after-step check
 

@@ -14,8 +14,8 @@ ranks as Megatron-LM splits it (Shoeybi et al. 2019, Sec. 3):
   enough K/V heads to go round: each is replicated on ``t / kv_heads``
   ranks (:func:`labkit.predict.tensor_parallel_gqa.kv_split`), and since
   each copy's gradient holds only its own queries' share, the copies'
-  gradients are all-reduced among them (:func:`sync_kv_grads`) before the
-  optimizer step;
+  gradients are all-reduced among them
+  (:func:`labkit.runs.kv_copies.sum_kv_grads`) before the optimizer step;
 - MLP: ``gate`` and ``up`` column-parallel, ``down`` row-parallel (the
   product ``silu(gate) * up`` is elementwise, so it stays local);
 - one ``f`` before the attention and one before the MLP (the gradients of
@@ -40,6 +40,7 @@ import torch.nn.functional as F
 
 from labkit.decoder import repeat_kv, rope, rope_tables
 from labkit.predict.tensor_parallel_gqa import kv_split
+from labkit.runs import kv_copies
 from labkit.runs.tp_scratch import _FOp, _G
 
 
@@ -137,33 +138,10 @@ def gqa_block(ref, a, rank: int, tp: int, comm: bool = True) -> GQABlock:
                     mlp)
 
 
-_GROUPS: dict = {}
-
-
-def _replica_group(a, rank: int, tp: int):
-    """The process group of the ranks holding this rank's K/V copy
-    (made once, on every rank in the same order, as ``new_group`` asks)."""
-    r = kv_split(a, tp)["replicas"]
-    if (tp, r) not in _GROUPS:
-        _GROUPS[(tp, r)] = [tdist.new_group(list(range(j * r, (j + 1) * r)))
-                            for j in range(tp // r)]
-    return _GROUPS[(tp, r)][rank // r]
-
-
-def sync_kv_grads(block: GQABlock, a, rank: int, tp: int) -> None:
-    """All-reduce the K/V weight gradients among the ranks that hold the
-    same K/V heads (nothing to do when ``kv_heads >= t``)."""
-    if kv_split(a, tp)["replicas"] == 1:
-        return
-    group = _replica_group(a, rank, tp)
-    for p in (block.attn.k.weight, block.attn.v.weight):
-        tdist.all_reduce(p.grad, group=group)
-
-
 def gqa_full_grads(block: GQABlock, a, tp: int) -> dict:
     """Reassemble the full gradients, named as in the reference block
-    (one copy of each replicated K/V head: :func:`sync_kv_grads` has made
-    the copies equal)."""
+    (one copy of each replicated K/V head: the sum of the copies'
+    gradients has made them equal)."""
     def gather(t):
         parts = [torch.empty_like(t) for _ in range(tp)]
         tdist.all_gather(parts, t.contiguous())
@@ -218,7 +196,9 @@ def llama_record(hidden: int, heads: int, kv_heads: int, seq: int):
 
 def llama_split(variant, a, ctx, mesh, like):
     """``(reference, split, full_grads, sync)`` of a Llama-style variant
-    (scratch, no_comm, dtensor) for :mod:`labkit.runs.tensor_parallel`."""
+    for :mod:`labkit.runs.tensor_parallel`: scratch, no_comm, dtensor, and
+    two negative controls of the K/V copies' gradient sum: no_kv_sum
+    (skipped) and wrong_kv_group (over :func:`kv_copies.strided_ranks`)."""
     from labkit.decoder import Block
     tp, rank = ctx.world_size, ctx.rank
     ref = Block(a).to(device=like.device, dtype=like.dtype)
@@ -227,8 +207,14 @@ def llama_split(variant, a, ctx, mesh, like):
                 lambda b: {n: getattr(p.grad, "full_tensor",
                                       lambda: p.grad)()
                            for n, p in b.named_parameters()}, None)
+    sync = None
+    ranks_of = {"scratch": kv_copies.copy_ranks,
+                "wrong_kv_group": kv_copies.strided_ranks}.get(variant)
+    if ranks_of is not None:    # one TP group: the world
+        group = kv_copies.group_of(kv_copies.kv_copy_groups(
+            [list(range(tp))], a, ranks_of), rank)
+        sync = lambda b: kv_copies.sum_kv_grads(  # noqa: E731
+            [b.attn.k, b.attn.v], group)
     return (ref, lambda r: gqa_block(r, a, rank, tp,
-                                     comm=variant == "scratch"),
-            lambda b: gqa_full_grads(b, a, tp),
-            (lambda b: sync_kv_grads(b, a, rank, tp))
-            if variant == "scratch" else None)
+                                     comm=variant != "no_comm"),
+            lambda b: gqa_full_grads(b, a, tp), sync)
