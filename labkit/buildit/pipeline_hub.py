@@ -36,10 +36,12 @@ def orders(windows: list, p: int) -> list:
             op = c[0]
             if op == "barrier":
                 continue
-            if op not in ("send", "recv") or len(c) < 5 or \
-                    len(c[4]) != 2:
+            if op not in ("send", "recv") or len(c) < 5:
                 raise ValueError(f"stage {r} made a {op}: stages only "
                                  "send and receive")
+            if len(c[4]) != 2:
+                raise ValueError(f"stage {r}'s {op} carried no stage "
+                                 "header (a float message from Stage)")
             peer, i = int(c[3]), int(c[4][0])
             if (op, peer) == ("recv", r - 1) or \
                     (r == 0 and (op, peer) == ("send", 1)):
