@@ -37,6 +37,7 @@ import os
 import signal
 import socket
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -79,7 +80,11 @@ def _child(rank: int, world: int, link, argv: list[str],
             # a box of its own: its folder, none of the other ranks'
             own = run_dir / f"r{rank}"
             os.environ.update(LABKIT_RUN_DIR=str(own),
-                              TMPDIR=str(own / "tmp"))
+                              TMPDIR=str(own / "tmp"),
+                              HOME=str(own / "tmp"),
+                              TORCHINDUCTOR_CACHE_DIR=str(own / "tmp"
+                                                          / "inductor"))
+            tempfile.tempdir = str(own / "tmp")   # read before the fork
             rank_box.enter([own], read=[Path(argv[-1])],
                            shared=[run_dir.resolve().parent])
         from labkit.runs import buildit as rank_side
