@@ -1,7 +1,7 @@
 """Each rank of a rerun in a box of its own: no rank reaches another's files.
 
-    rank_box.enter(own=[run_dir / "r1", Path("/tmp/rank-1")],
-                   read=[code])                   # in a forked rank
+    rank_box.enter([run_dir / "r1"], read=[code],
+                   shared=[work])                 # in a forked rank
 
 The ranks of a build-it rerun share one jail (``jail.py``): its writable
 tmpfs mounts (``/tmp``, the work folder, ``/dev/shm``) would be a channel
