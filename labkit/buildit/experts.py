@@ -18,8 +18,10 @@ experts, restore the order, all-to-all back (combine), weight and add
 (Lepikhin et al. 2020, GShard, Sec. 2.2; chapter 13).
 
 The harness builds the experts, tokens, router and capacity from the seed
-on every rank, runs the whole layer for every rank's tokens in one process
-as the reference, and counts the collectives. Checks: ``output`` equals
+on every rank and counts the collectives; each rank hands over its output
+and gradients as plain data, and the checker runs the whole layer for
+every rank's tokens in one process as the reference (``reference``): no
+difference is the rank's own word. Checks: ``output`` equals
 the reference's for this rank's tokens; ``grads``: the input gradient and
 every local expert's gradients equal the reference's; ``comm``: only
 all-to-alls, and the rows through them -- forward and backward -- are the
@@ -27,6 +29,11 @@ all-to-alls, and the rows through them -- forward and backward -- are the
 rank keeps, ``R`` rows its experts receive).
 """
 from __future__ import annotations
+
+import functools
+import json
+
+from labkit.buildit.tensors import cache_key, flat, gap
 
 CONFIG = {"experts": 8, "top_k": 2, "hidden": 8, "tokens": 12,
           "capacity_factor": None, "seed": 0}
@@ -55,17 +62,12 @@ def routing(logits, k, cap_factor):
     return w, idx, keep
 
 
-def rank_run(ctx, mod, cfg) -> dict:
-    import copy
-
+def _setup(cfg, w_):
+    """The experts, tokens, output gradients and routes every rank and the
+    checker draw from the seed (in this order)."""
     import torch
     from torch import nn
-
-    from labkit.measure.collectives import CollectiveCounter
-
     e, k, h, t = (cfg[n] for n in ("experts", "top_k", "hidden", "tokens"))
-    w_, r = ctx.world_size, ctx.rank
-    per = e // w_
     torch.manual_seed(cfg["seed"])
     experts = nn.ModuleList(nn.Sequential(
         nn.Linear(h, 2 * h), nn.GELU(), nn.Linear(2 * h, h))
@@ -73,6 +75,15 @@ def rank_run(ctx, mod, cfg) -> dict:
     xs, dys = torch.randn(w_, t, h), torch.randn(w_, t, h)
     routes = [routing(lg, k, cfg["capacity_factor"])
               for lg in torch.randn(w_, t, e)]
+    return experts, xs, dys, routes
+
+
+@functools.lru_cache(maxsize=4)
+def _reference(key):
+    import torch
+    cfg, w_ = json.loads(key[0]), key[1]
+    experts, xs, dys, routes = _setup(cfg, w_)
+    t, h = cfg["tokens"], cfg["hidden"]
     x_ref = xs.clone().requires_grad_()
     ys = []
     for s, (w, idx, keep) in enumerate(routes):
@@ -82,11 +93,37 @@ def rank_run(ctx, mod, cfg) -> dict:
             y = y + gate * m(x_ref[s])
         ys.append(y)
     (torch.stack(ys) * dys).sum().backward()
+    per = cfg["experts"] // w_
+    grads = []
+    for r in range(w_):
+        g = {"input": x_ref.grad[r]}
+        for j in range(r * per, (r + 1) * per):
+            for n, q in experts[j].named_parameters():
+                g[f"expert {j} {n}"] = q.grad.detach().clone()
+        grads.append(g)
+    return [y.detach() for y in ys], grads, routes
 
-    local = nn.ModuleList(copy.deepcopy(experts[r * per + j])
-                          for j in range(per))
-    for p in local.parameters():
-        p.grad = None
+
+def reference(cfg, w_):
+    """``(ys, grads, routes)``: per rank the whole layer's output for its
+    tokens and the gradients of its input and of its experts, run in one
+    process by the checker (never by a rank)."""
+    import torch
+    with torch.random.fork_rng():      # the caller's RNG stays as it was
+        return _reference(cache_key(cfg, w_))
+
+
+def rank_run(ctx, mod, cfg) -> dict:
+    import copy
+
+    from labkit.measure.collectives import CollectiveCounter
+
+    e = cfg["experts"]
+    w_, r = ctx.world_size, ctx.rank
+    per = e // w_
+    experts, xs, dys, routes = _setup(cfg, w_)
+    local = [copy.deepcopy(experts[r * per + j]) for j in range(per)]
+    local = type(experts)(local)
     w, idx, keep = routes[r]
     x = xs[r].clone().requires_grad_()
     with CollectiveCounter() as fwd:
@@ -94,22 +131,15 @@ def rank_run(ctx, mod, cfg) -> dict:
                                 local, e)
     with CollectiveCounter() as bwd:
         y.backward(dys[r])
-
-    def diff(mine, want):
-        if mine is None or tuple(mine.shape) != tuple(want.shape):
-            return float("inf")
-        return float((mine - want).abs().max())
-
-    grads = {"input": diff(x.grad, x_ref.grad[r])}
+    grads = {"input": flat(x.grad)}
     for j, m in enumerate(local):
-        for (n, p), q in zip(m.named_parameters(),
-                             experts[r * per + j].parameters()):
-            grads[f"expert {r * per + j} {n}"] = diff(p.grad, q.grad)
+        for n, p in m.named_parameters():
+            grads[f"expert {r * per + j} {n}"] = flat(p.grad)
     sent = int(keep.sum())
     got = sum(int((keep_s & (idx_s // per == r)).sum())
               for _, idx_s, keep_s in routes)
-    return {"output_diff": diff(y.detach(), ys[r].detach()),
-            "grad_diffs": grads, "rows": [sent, got],
+    # the tensors themselves: the checker compares them with its own run
+    return {"output": flat(y), "grads": grads, "rows": [sent, got],
             "forward": [(c["op"], c["dtype"], c["bytes"])
                         for c in fwd.records],
             "backward": [(c["op"], c["dtype"], c["bytes"])
@@ -126,8 +156,21 @@ def from_hub(result, windows):
         for r, w in windows_of(result, windows, 2)]}
 
 
+def _diffs(result) -> tuple[list, list]:
+    """Per rank the output's and each gradient's largest difference from
+    the checker's own run (``reference``)."""
+    ys, want, _ = reference(result["config"], len(result["ranks"]))
+    out, grads = [], []
+    for r, rank in enumerate(result["ranks"]):
+        out.append(gap(rank.get("output"), ys[r]))
+        mine = rank.get("grads")
+        mine = mine if type(mine) is dict else {}
+        grads.append({n: gap(mine.get(n), t) for n, t in want[r].items()})
+    return out, grads
+
+
 def check_output(result):
-    worst = max(r["output_diff"] for r in result["ranks"])
+    worst = max(_diffs(result)[0])
     return worst < TOL, worst, f"< {TOL:g}", (
         f"your output differs from one process's by up to {worst:.3g}: "
         "each returned row must go back to its own token (restore the "
@@ -137,8 +180,8 @@ def check_output(result):
 
 def check_grads(result):
     worst = {}
-    for r in result["ranks"]:
-        for n, v in r["grad_diffs"].items():
+    for g in _diffs(result)[1]:
+        for n, v in g.items():
             worst[n] = max(worst.get(n, 0.0), v)
     bad = {n: v for n, v in worst.items() if not v < TOL}
     return not bad, max(worst.values()), f"< {TOL:g}", (

@@ -25,6 +25,10 @@ backward not yet), counted by the :class:`Stage` itself, is at most
 min(p - r, m) on stage r. With equal forward and backward slots GPipe's
 order has the same bubble as 1F1B; what 1F1B buys is this: GPipe's first
 stage holds all m micro-batches (Narayanan et al., SC 2021, sec. 2.2).
+
+Under grading the order, the slots and the micro-batches in flight are
+not the ranks' word: every message goes through the grader's hub, and
+``from_hub`` reads them from its record (``labkit.buildit.pipeline_hub``).
 """
 from __future__ import annotations
 
@@ -146,17 +150,31 @@ def reference(cfg, p) -> list:
 def rank_run(ctx, mod, cfg) -> dict:
     import torch.distributed as tdist
 
+    from labkit.measure.collectives import CollectiveCounter
+
     layers, xs, ys = _model(cfg, ctx.world_size)
     layer = layers[ctx.rank]
     stage = Stage(ctx, layer, xs, ys, cfg)
-    mod.one_f_one_b(stage)
-    for work in stage.sends:
-        work.wait()
-    tdist.barrier()
+    with CollectiveCounter():   # the schedule's window (``from_hub``)
+        mod.one_f_one_b(stage)
+        for work in stage.sends:
+            work.wait()
+        tdist.barrier()
     return {"events": stage.events, "end": stage.clock,
             "grads": [flat(q.grad) for q in layer.parameters()],
             "no_backward": sorted(stage.outputs),
             "in_flight": stage.peak_in_flight}
+
+
+def from_hub(result, windows):
+    """The ranks' ``events``, ``end``, ``in_flight`` and ``no_backward``
+    from the grader's record of their messages, with the grader's slots
+    (``labkit.buildit.pipeline_hub``): the ranks' own record is
+    dropped."""
+    from labkit.buildit.pipeline_hub import schedule
+    return {**result, "ranks": [
+        {**r, **s} for r, s in zip(result["ranks"],
+                                   schedule(windows, len(windows)))]}
 
 
 def check_grads(result):

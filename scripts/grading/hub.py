@@ -11,7 +11,9 @@ JSON, payloads raw tensor bytes.
 
 What it returns is this process's own count, per rank: ``windows`` (the
 calls of each counting window the rank's harness opened, in order, as
-``[op, bytes, dtype]`` per call; ``bytes`` as
+``[op, bytes, dtype]`` per call, and for a send or a receive the peer
+and the message's last two values, ``[op, bytes, dtype, peer, tail]``;
+``bytes`` as
 ``labkit.measure.collectives`` defines them: the gathered output of an
 all-gather, the input of a reduce-scatter or an all-to-all), ``outside`` (what it did outside any window, barriers aside)
 and ``wire_bytes`` (what a ring would have sent: the floor
@@ -42,6 +44,14 @@ def _reduce(xs, how):
             "product": st.prod}[how](0)
 
 
+def _tail(x) -> list:
+    """A message's last two values (a harness's header, e.g. the pipeline
+    stage's micro-batch and slot clock), as the hub saw them."""
+    if not x.is_floating_point():
+        return []
+    return [float(v) for v in x[-2:].double().tolist()]
+
+
 class Hub:
     def __init__(self, socks: list, timeout_s: float):
         self.socks, self.n = socks, len(socks)
@@ -56,9 +66,10 @@ class Hub:
         self.wire = 0
 
     # counting ----------------------------------------------------------
-    def _count(self, r: int, op: str, nbytes: int, dtype: str) -> None:
+    def _count(self, r: int, op: str, nbytes: int, dtype: str,
+               *p2p) -> None:
         if self.depth[r] > 0:
-            self.windows[r][-1].append([op, nbytes, dtype])
+            self.windows[r][-1].append([op, nbytes, dtype, *p2p])
         elif op != "barrier":
             self.outside[r][op] = self.outside[r].get(op, 0) + nbytes
 
@@ -175,7 +186,7 @@ class Hub:
                                  "another size or dtype than the buffer")
                     continue
                 self._count(dst, "recv", t.numel() * t.element_size(),
-                            h["dtype"])
+                            h["dtype"], int(h["peer"]), _tail(t))
                 self._answer(dst, t)
 
     def _handle(self, r: int, h: dict, payload: bytes) -> None:
@@ -195,7 +206,7 @@ class Hub:
                 raise ValueError(f"send to rank {dst}")
             self.mail.setdefault((r, dst, int(h["tag"])), []).append(x)
             nb = x.numel() * x.element_size()
-            self._count(r, "send", nb, h["dtype"])
+            self._count(r, "send", nb, h["dtype"], dst, _tail(x))
             self.wire += nb
             self._answer(r)
         elif op == "recv":

@@ -23,7 +23,12 @@ Each child first closes every file it inherited but stdout and stderr
 (which it points at its own log) and its hub socket (as fd 3): stdin and
 the parent's pipe to the grader among them, so no rank can write a line
 the grader would read as the rerun's result; it is not dumpable
-(inherited), and the jail's seccomp filter forbids ptrace.
+(inherited), and the jail's seccomp filter forbids ptrace. On the hub,
+each rank then shuts itself in a Landlock box (``rank_box.py``) before
+any student code runs: it writes only in its own folder (``run/r<k>``,
+its ``TMPDIR`` too), reads nothing of the other ranks', makes no TCP
+connection and signals no other rank; its result is read from its own
+folder only.
 """
 from __future__ import annotations
 
@@ -32,11 +37,12 @@ import os
 import signal
 import socket
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
 
-from grading import proxy
+from grading import proxy, rank_box
 from grading.hub import Hub
 
 
@@ -71,6 +77,16 @@ def _child(rank: int, world: int, link, argv: list[str],
         if isinstance(link, socket.socket):
             pg = proxy.init(socket.socket(fileno=3), rank, world, timeout_s)
             _mark_windows(pg)
+            # a box of its own: its folder, none of the other ranks'
+            own = run_dir / f"r{rank}"
+            os.environ.update(LABKIT_RUN_DIR=str(own),
+                              TMPDIR=str(own / "tmp"),
+                              HOME=str(own / "tmp"),
+                              TORCHINDUCTOR_CACHE_DIR=str(own / "tmp"
+                                                          / "inductor"))
+            tempfile.tempdir = str(own / "tmp")   # read before the fork
+            rank_box.enter([own], read=[Path(argv[-1])],
+                           shared=[run_dir.resolve().parent])
         from labkit.runs import buildit as rank_side
         sys.argv = ["labkit.runs.buildit", *argv]
         rank_side.main()
@@ -120,6 +136,8 @@ def fork_ranks(lab: str, source: str, config: dict, world_size: int,
     rank_timeout = float(cfg.get("rank_timeout_s", 30))
     port = None if hub else _free_port()
     for r in range(world_size):
+        if hub:
+            (run_dir / f"r{r}" / "tmp").mkdir(parents=True, exist_ok=True)
         here, there = socket.socketpair() if hub else (None, None)
         pid = os.fork()
         if pid == 0:
@@ -149,8 +167,11 @@ def fork_ranks(lab: str, source: str, config: dict, world_size: int,
         if r in hung:
             os.kill(p, signal.SIGKILL)
             os.waitpid(p, 0)
-    saved = [json.loads(f.read_text())
-             for f in sorted(run_dir.glob("rank-*.json"))]
+    # each rank's result from its own folder (on the hub) only
+    saved = [json.loads(f.read_text()) for f in (
+        [run_dir / f"r{r}" / f"rank-{r}.json" for r in range(world_size)
+         if (run_dir / f"r{r}" / f"rank-{r}.json").is_file()] if hub
+        else sorted(run_dir.glob("rank-*.json")))]
     if hung or len(saved) < world_size:
         why = (f"rank {hung[0]} hung (killed after {timeout:.0f} s)" if hung
                else "a rank ended without its result ("
