@@ -21,6 +21,8 @@ English twin of a key the page glues with :func:`glue_words`.
 ``{}`` carries the computed part (a number, a file name) unchanged. A
 phrase it lacks stops the build with one line naming it: add it here.
 The chapter's ``glue`` is passed in (MyST-NB's, or a test's stand-in).
+A glued table's column and index names get the same treatment with
+:func:`glue_table`.
 """
 from __future__ import annotations
 
@@ -38,6 +40,18 @@ PHRASES = {
     "{} breaks": "{} 处断点",
     "{} minutes": "{} 分钟",
     "none yet (this checkout has no `{}`)": "暂无（本仓库没有 `{}`）",
+    # column and index names of glued tables (glue_table)
+    "model states / GPU (GB)": "每 GPU 模型状态（GB）",
+    "{} activations (GB)": "{} 激活（GB）",
+    "params (B), Eq. 2": "参数量（B），式 2",
+    "params (B), paper": "参数量（B），论文",
+    "TFLOP/s per GPU, paper": "每 GPU TFLOP/s，论文",
+    "PFLOP/s: GPUs x per GPU": "PFLOP/s：GPU 数 × 每 GPU",
+    "PFLOP/s, paper": "PFLOP/s，论文",
+    "GB/GPU (heaviest stage)": "GB/GPU（最重的 stage）",
+    "stage": "stage（阶段）",
+    "TFLOP/s per GPU": "每 GPU TFLOP/s",
+    "layout": "布局",
     # link names of labkit.predict.plan_moe: proper names in Chinese text
     "nvlink": "NVLink",
     "infiniband": "InfiniBand",
@@ -71,6 +85,25 @@ def glue_words(glue, key: str, value, md: bool = False) -> None:
         from IPython.display import Markdown
         value, cn = Markdown(str(value)), Markdown(cn)
     glue(key, value, display=False)
+    glue(key + ZH, cn, display=False)
+
+
+def _label(name):
+    """A column or index name in Chinese; a name of symbols and
+    abbreviations (``TP``, ``MFU %``, ``GPUs``) stays as it is."""
+    if isinstance(name, str) and re.search(r"[a-z]{3,}", name):
+        return zh(name)
+    return name
+
+
+def glue_table(glue, key: str, table) -> None:
+    """Glue a pandas DataFrame as ``key`` and, with its column and index
+    names in Chinese (:func:`zh`), as ``key`` + ``__zh``: the same cells,
+    computed once. The Chinese build shows the twin in a
+    ``{glue:figure}`` of ``key`` (``book/_ext/zh_tables.py``)."""
+    cn = table.rename(columns=_label)
+    cn.index = cn.index.rename(_label(table.index.name))
+    glue(key, table, display=False)
     glue(key + ZH, cn, display=False)
 
 
