@@ -85,3 +85,34 @@ def test_a_cell_past_the_timeout_is_listed_and_the_rest_run():
     st, why = N._status({}, ("KeyboardInterrupt", ""), [], [])
     assert st == "not rehearsed"
     assert f"ran past the rehearsal's {N.CELL_TIMEOUT_S} s" in why
+
+
+def test_a_mesh_rank_table_is_real_and_nothing_else_turns_constant():
+    """Lab 10 names each collective's mesh dimension by the ranks of its
+    group (``mesh["tp"].mesh.flatten().tolist()``: a ``nonzero()`` on
+    the rank ids inside). On the node the table is a CPU tensor of rank
+    ids, never data: real here too. Values from fake data stay NaN (not
+    rehearsed); the table mixed with fake data is fake; an integer
+    tensor that is not a rank table is not kept as a constant (an
+    earlier fix kept every small integer tensor's values, and so ran
+    real operators on them at real sizes)."""
+    import math
+    import torch.distributed.device_mesh as dm
+    from torch._subclasses.fake_tensor import FakeTensor
+    with rehearsed_rank(8, 5) as r:
+        mesh = dm.init_device_mesh("meta", (2, 4),
+                                   mesh_dim_names=("dp", "tp"))
+        assert mesh["tp"].mesh.flatten().tolist() == [4, 5, 6, 7]
+        assert mesh["dp"].mesh.flatten().tolist() == [1, 5]
+        assert mesh.mesh.reshape(-1, 4).tolist() == [[0, 1, 2, 3],
+                                                    [4, 5, 6, 7]]
+        assert mesh.get_local_rank("dp") == 1
+        x = torch.ones(4, 4) * 2
+        assert math.isnan(x.sum().item())
+        mixed = x[mesh["tp"].mesh - 4]
+        assert isinstance(mixed, FakeTensor) and mixed.shape == (4, 4)
+        ints = torch.arange(16).flatten()
+        assert isinstance(ints, FakeTensor) and ints.constant is None
+    assert r.not_rehearsed == 1
+    assert type(dm.DeviceMesh.__dict__["mesh"].fget).__name__ == "function"
+    assert "rehearse" not in dm.DeviceMesh.__dict__["mesh"].fget.__module__
