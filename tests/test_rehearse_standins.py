@@ -116,3 +116,42 @@ def test_a_mesh_rank_table_is_real_and_nothing_else_turns_constant():
     assert r.not_rehearsed == 1
     assert type(dm.DeviceMesh.__dict__["mesh"].fget).__name__ == "function"
     assert "rehearse" not in dm.DeviceMesh.__dict__["mesh"].fget.__module__
+
+
+def test_all_gather_object_carries_its_bytes_on_the_gpu_as_nccl_does():
+    """Lab 3 gathers each rank's (node, host) with ``all_gather_object``:
+    on an nccl group torch moves the pickled bytes to the rank's GPU
+    first. The fake world's group serves the CPU too, for which torch
+    would keep them on the CPU and the device rule would fire where the
+    node runs fine. A peer's object is no fake rank's to know: this
+    rank's, counted as not rehearsed. A gloo group's bytes stay on the
+    CPU (lawful there)."""
+    from labkit.rehearse.nccl import object_collectives
+    from labkit.rehearse.world import Rank
+    seen = {}
+
+    def main(argv):
+        got = [None] * 4
+        tdist.all_gather_object(got, (0, "node-a"))
+        seen["world"] = got
+        g = tdist.new_group([0, 1, 2, 3], backend="gloo")
+        pair = [None] * 4
+        tdist.all_gather_object(pair, {"rank": 2}, group=g)
+        seen["gloo"] = pair
+    with rehearsed_rank(4, 2) as r:
+        r.main(main, [])
+    assert r.error is None and r.rules.violations == []
+    assert seen["world"] == [(0, "node-a")] * 4
+    assert seen["gloo"] == [{"rank": 2}] * 4
+    assert r.not_rehearsed == 6
+    # torch's own choice for the fake world's group (CPU): the rule fires
+    with rehearsed_rank(4, 2) as r:
+        with r.rules:
+            import torch.distributed.distributed_c10d as c10d
+            assert c10d._get_object_coll_device() == "cpu"
+            with object_collectives(r.rules):
+                assert c10d._get_object_coll_device() == "meta"
+            data, size = c10d._object_to_tensor((0, "x"), "cpu", None)
+            tdist.all_gather([torch.zeros_like(size)] * 4, size)
+    assert "allgather_: a CPU tensor (1,) in an nccl collective" in \
+        r.rules.violations[0]
