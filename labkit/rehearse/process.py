@@ -15,6 +15,11 @@ runs in the notebook's kernel, one after the other. So:
   world's, as one calling it through its module does;
 - Megatron's parallel state ends with the rank, as the process would
   (a tp=2 rank's sizes would split the next launch's tp=4 layers by 2);
+- so do DTensor's caches (sharding propagation, redistribution plans):
+  they key on a device mesh, and a mesh equals another rank's of the
+  same shape, whose groups have other names (a rank makes every group of
+  a 2-D mesh but registers only its own): rank 7 of lab 10 redistributed
+  over rank 0's "tp" group ("Could not resolve the process group");
 - a device mesh's rank table (``mesh["tp"].mesh``) is real, as on the
   node, where it is a CPU tensor of rank ids, never data: it is computed
   outside fake mode and is a :class:`RankTable`, whose own operators run
@@ -91,6 +96,20 @@ def _forget_library_state() -> None:
     ps = sys.modules.get("megatron.core.parallel_state")
     if ps is not None:
         ps.destroy_model_parallel()
+    _forget_dtensor_caches()
+
+
+def _forget_dtensor_caches() -> None:
+    """DTensor's caches that hold a device mesh (see the module doc)."""
+    if "torch.distributed.tensor" not in sys.modules:
+        return
+    from torch.distributed.tensor import _collective_utils as cu
+    from torch.distributed.tensor import _redistribute as rd
+    from torch.distributed.tensor.debug import _clear_sharding_prop_cache
+    _clear_sharding_prop_cache()
+    rd._gen_transform_infos.cache_clear()
+    rd.clear_redistribute_planner_cache()
+    cu.MeshTopoInfo.build_from_mesh.cache_clear()
 
 
 @contextlib.contextmanager
@@ -114,6 +133,7 @@ def own_process(rules, real_mesh):
         saved += _rebind(real_mesh, dm.init_device_mesh)
         saved += _real_rank_tables()
         c10d._new_process_group_helper = fake_subgroup
+        _forget_dtensor_caches()    # a fresh process has none
         yield
     finally:
         for obj, name, value in saved:
