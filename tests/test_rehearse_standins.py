@@ -155,3 +155,26 @@ def test_all_gather_object_carries_its_bytes_on_the_gpu_as_nccl_does():
             tdist.all_gather([torch.zeros_like(size)] * 4, size)
     assert "allgather_: a CPU tensor (1,) in an nccl collective" in \
         r.rules.violations[0]
+
+
+def test_dtensor_caches_end_with_the_rank():
+    """DTensor caches redistribution plans and sharding by device mesh,
+    and rank 7's 2x4 mesh equals rank 0's although its "tp" group has
+    another name (each rank registers only its own groups). Rank 7 of
+    lab 10, rehearsed after rank 0 in one kernel, redistributed over
+    rank 0's group: each rank's process starts with none cached."""
+    import torch.distributed.device_mesh as dm
+    from torch.distributed.tensor import DTensor, Replicate, Shard
+    names = []
+    for rank in (0, 7):
+        with rehearsed_rank(8, rank) as r:
+            with r.rules:
+                mesh = dm.init_device_mesh("meta", (2, 4),
+                                           mesh_dim_names=("dp", "tp"))
+                names.append(mesh["tp"]._dim_group_names[0])
+                x = DTensor.from_local(torch.ones(2, 4, device="meta"),
+                                       mesh["tp"], [Shard(0)])
+                y = x.redistribute(placements=[Replicate()]).to_local()
+                assert y.shape == (8, 4) and y.device.type == "meta"
+            assert r.rules.violations == []
+    assert names[0] != names[1]
