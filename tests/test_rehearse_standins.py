@@ -174,6 +174,7 @@ def test_dtensor_caches_end_with_the_rank():
                 names.append(mesh["tp"]._dim_group_names[0])
                 x = DTensor.from_local(torch.ones(2, 4, device="meta"),
                                        mesh["tp"], [Shard(0)])
+                x = x * 2     # sharding propagation: cached by mesh
                 y = x.redistribute(placements=[Replicate()]).to_local()
                 assert y.shape == (8, 4) and y.device.type == "meta"
             assert r.rules.violations == []
