@@ -85,3 +85,97 @@ def test_a_cell_past_the_timeout_is_listed_and_the_rest_run():
     st, why = N._status({}, ("KeyboardInterrupt", ""), [], [])
     assert st == "not rehearsed"
     assert f"ran past the rehearsal's {N.CELL_TIMEOUT_S} s" in why
+
+
+def test_a_mesh_rank_table_is_real_and_nothing_else_turns_constant():
+    """Lab 10 names each collective's mesh dimension by the ranks of its
+    group (``mesh["tp"].mesh.flatten().tolist()``: a ``nonzero()`` on
+    the rank ids inside). On the node the table is a CPU tensor of rank
+    ids, never data: real here too. Values from fake data stay NaN (not
+    rehearsed); the table mixed with fake data is fake; an integer
+    tensor that is not a rank table is not kept as a constant (an
+    earlier fix kept every small integer tensor's values, and so ran
+    real operators on them at real sizes)."""
+    import math
+    import torch.distributed.device_mesh as dm
+    from torch._subclasses.fake_tensor import FakeTensor
+    with rehearsed_rank(8, 5) as r:
+        mesh = dm.init_device_mesh("meta", (2, 4),
+                                   mesh_dim_names=("dp", "tp"))
+        assert mesh["tp"].mesh.flatten().tolist() == [4, 5, 6, 7]
+        assert mesh["dp"].mesh.flatten().tolist() == [1, 5]
+        assert mesh.mesh.reshape(-1, 4).tolist() == [[0, 1, 2, 3],
+                                                    [4, 5, 6, 7]]
+        assert mesh.get_local_rank("dp") == 1
+        x = torch.ones(4, 4) * 2
+        assert math.isnan(x.sum().item())
+        mixed = x[mesh["tp"].mesh - 4]
+        assert isinstance(mixed, FakeTensor) and mixed.shape == (4, 4)
+        ints = torch.arange(16).flatten()
+        assert isinstance(ints, FakeTensor) and ints.constant is None
+    assert r.not_rehearsed == 1
+    assert type(dm.DeviceMesh.__dict__["mesh"].fget).__name__ == "function"
+    assert "rehearse" not in dm.DeviceMesh.__dict__["mesh"].fget.__module__
+
+
+def test_all_gather_object_carries_its_bytes_on_the_gpu_as_nccl_does():
+    """Lab 3 gathers each rank's (node, host) with ``all_gather_object``:
+    on an nccl group torch moves the pickled bytes to the rank's GPU
+    first. The fake world's group serves the CPU too, for which torch
+    would keep them on the CPU and the device rule would fire where the
+    node runs fine. A peer's object is no fake rank's to know: this
+    rank's, counted as not rehearsed. A gloo group's bytes stay on the
+    CPU (lawful there)."""
+    from labkit.rehearse.nccl import object_collectives
+    from labkit.rehearse.world import Rank
+    seen = {}
+
+    def main(argv):
+        got = [None] * 4
+        tdist.all_gather_object(got, (0, "node-a"))
+        seen["world"] = got
+        g = tdist.new_group([0, 1, 2, 3], backend="gloo")
+        pair = [None] * 4
+        tdist.all_gather_object(pair, {"rank": 2}, group=g)
+        seen["gloo"] = pair
+    with rehearsed_rank(4, 2) as r:
+        r.main(main, [])
+    assert r.error is None and r.rules.violations == []
+    assert seen["world"] == [(0, "node-a")] * 4
+    assert seen["gloo"] == [{"rank": 2}] * 4
+    assert r.not_rehearsed == 6
+    # torch's own choice for the fake world's group (CPU): the rule fires
+    with rehearsed_rank(4, 2) as r:
+        with r.rules:
+            import torch.distributed.distributed_c10d as c10d
+            assert c10d._get_object_coll_device() == "cpu"
+            with object_collectives(r.rules):
+                assert c10d._get_object_coll_device() == "meta"
+            data, size = c10d._object_to_tensor((0, "x"), "cpu", None)
+            tdist.all_gather([torch.zeros_like(size)] * 4, size)
+    assert "allgather_: a CPU tensor (1,) in an nccl collective" in \
+        r.rules.violations[0]
+
+
+def test_dtensor_caches_end_with_the_rank():
+    """DTensor caches redistribution plans and sharding by device mesh,
+    and rank 7's 2x4 mesh equals rank 0's although its "tp" group has
+    another name (each rank registers only its own groups). Rank 7 of
+    lab 10, rehearsed after rank 0 in one kernel, redistributed over
+    rank 0's group: each rank's process starts with none cached."""
+    import torch.distributed.device_mesh as dm
+    from torch.distributed.tensor import DTensor, Replicate, Shard
+    names = []
+    for rank in (0, 7):
+        with rehearsed_rank(8, rank) as r:
+            with r.rules:
+                mesh = dm.init_device_mesh("meta", (2, 4),
+                                           mesh_dim_names=("dp", "tp"))
+                names.append(mesh["tp"]._dim_group_names[0])
+                x = DTensor.from_local(torch.ones(2, 4, device="meta"),
+                                       mesh["tp"], [Shard(0)])
+                x = x * 2     # sharding propagation: cached by mesh
+                y = x.redistribute(placements=[Replicate()]).to_local()
+                assert y.shape == (8, 4) and y.device.type == "meta"
+            assert r.rules.violations == []
+    assert names[0] != names[1]

@@ -13,6 +13,12 @@ Checked per rank, as each collective is issued (the c10d operators, as
   for the rank's GPU in a rehearsal; a CPU tensor in an nccl collective
   is an error NCCL raises: "Tensors must be CUDA and dense");
 
+- an object collective (``all_gather_object``) carries its pickled
+  bytes on the device NCCL would: the rank's GPU (on the node,
+  ``torch.cuda.current_device()``), the CPU in a gloo group only
+  (:func:`object_collectives`; the fake world's group serves both
+  devices, and torch would pick the CPU for it);
+
 and across the ranks of one launch, from each rank's point-to-point log:
 
 - pairing: the sends from ``a`` to ``b`` are, in order, the receives ``b``
@@ -57,6 +63,7 @@ class NcclRules(TorchDispatchMode):
         self.p2p: list[dict] = []
         self.group = None          # the batch_isend_irecv call, if in one
         self.cpu_groups: set = set()   # names of groups made as gloo
+        self.not_rehearsed = 0     # the peers' objects of object collectives
         self._groups = itertools.count()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -111,6 +118,55 @@ def watch_groups(rules: NcclRules):
     finally:
         for mod, fn in saved:
             mod.batch_isend_irecv = fn
+
+
+@contextlib.contextmanager
+def object_collectives(rules: NcclRules):
+    """``all_gather_object`` as on an nccl group, while active.
+
+    The device of its tensors is NCCL's (see the module doc), so the
+    device rule checks them. Its two all-gathers (the sizes, then the
+    bytes) are issued as torch issues them, at this rank's size: the
+    peers' sizes and objects are values no fake rank has (torch reads the
+    largest size from the gathered sizes). Each peer's slot gets this
+    rank's own object, round-tripped through pickle as torch's is -- the
+    ranks of one node's SPMD launch (lab 3 gathers each rank's node and
+    host: one node, one host) -- and counts as a value not rehearsed."""
+    import pickle
+    import torch.distributed.distributed_c10d as c10d
+    device_of, gather = c10d._get_object_coll_device, c10d.all_gather_object
+
+    def object_device(group=None):
+        g = group or c10d._get_default_group()
+        return "cpu" if g.group_name in rules.cpu_groups \
+            else rules.device.type
+
+    def all_gather_object(object_list, obj, group=None):
+        if c10d._rank_not_in_group(group):
+            return gather(object_list, obj, group)   # warns, as torch
+        device = object_device(group)
+        data, size = c10d._object_to_tensor(obj, device, group)
+        n, me = c10d.get_world_size(group), c10d.get_rank(group)
+        sizes = torch.zeros(n, dtype=torch.long, device=device)
+        tdist.all_gather([sizes[i].unsqueeze(0) for i in range(n)], size,
+                         group=group)
+        out = torch.empty(data.numel() * n, dtype=torch.uint8,
+                          device=device)
+        tdist.all_gather(list(out.chunk(n)), data, group=group)
+        for i in range(n):
+            object_list[i] = obj if i == me else pickle.loads(
+                pickle.dumps(obj))
+        rules.not_rehearsed += n - 1
+    saved = [(c10d, "_get_object_coll_device", device_of),
+             (c10d, "all_gather_object", gather),
+             (tdist, "all_gather_object", tdist.all_gather_object)]
+    c10d._get_object_coll_device = object_device
+    c10d.all_gather_object = tdist.all_gather_object = all_gather_object
+    try:
+        yield
+    finally:
+        for mod, name, fn in saved:
+            setattr(mod, name, fn)
 
 
 def _items(log: list[dict], peer: int) -> list:

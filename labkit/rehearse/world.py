@@ -37,7 +37,8 @@ from labkit import dist
 from labkit.dryrun.account import Tracker
 from labkit.dryrun.fake import fake_world
 from labkit.rehearse.autocast import patched_autocast
-from labkit.rehearse.nccl import NcclRules, watch_groups
+from labkit.rehearse.nccl import (NcclRules, object_collectives,
+                                  watch_groups)
 from labkit.rehearse.process import FAKE, own_process
 
 DEVICE = torch.device("meta")   # the rank's GPU, in a rehearsal
@@ -68,6 +69,7 @@ class Rank:
         try:
             sys.argv = [getattr(fn, "__module__", "rank"), *argv]
             with tracker, self.rules, watch_groups(self.rules), \
+                    object_collectives(self.rules), \
                     contextlib.redirect_stderr(err):
                 # main(argv), or main() reading sys.argv, as under torchrun
                 fn(argv) if inspect.signature(fn).parameters else fn()
@@ -93,6 +95,7 @@ class Rank:
         finally:
             sys.argv = argv0
         self.peak = tracker.peak
+        self.not_rehearsed += self.rules.not_rehearsed
 
 
 class _NoRebuild:
