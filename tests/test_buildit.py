@@ -71,6 +71,19 @@ def blank_of(source):
 
 @pytest.mark.distributed
 @pytest.mark.parametrize("lab", sorted(MASTERS))
+def assert_graded(name, rows, fails):
+    """A run's failed checks are the ones its source is meant to fail (the
+    key none, the blank all, a wrong fixture ``fails[name]``), and each
+    failed check, only a failed one, says why."""
+    failed = {r["check"] for r in rows if not r["passed"]}
+    want = {"key": set(), "blank": {r["check"] for r in rows}}.get(
+        name, fails.get(name))
+    assert failed == want, (name, rows)
+    for r in rows:
+        assert bool(r["reason"]) == (not r["passed"]), (name, r)
+    return want
+
+
 def test_key_full_blank_zero_wrong_partial(lab):
     cell = solution_cell(lab)
     sources = {"key": key_of(cell), "blank": blank_of(cell)}

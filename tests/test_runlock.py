@@ -183,6 +183,19 @@ FAKE_LAB = [
 ]
 
 
+def _fake_labs(tmp_path):
+    """A labs folder holding one lab, 01_fake.ipynb (FAKE_LAB's cells)."""
+    labs = tmp_path / "labs"
+    labs.mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in FAKE_LAB]
+    nb.cells[0].metadata["tags"] = ["parameters"]
+    nb.metadata["kernelspec"] = {"name": "python3", "language": "python",
+                                 "display_name": "Python 3"}
+    nbformat.write(nb, labs / "01_fake.ipynb")
+    return labs
+
+
 def _runner(labs, out, *extra, sleep=0):
     env = dict(os.environ, PYTHONPATH=str(ROOT), FAKE_LAB_SLEEP=str(sleep))
     return subprocess.Popen(
@@ -195,14 +208,7 @@ def _runner(labs, out, *extra, sleep=0):
 def test_two_real_runners_on_one_lab(tmp_path):
     """The first runs; the second refuses in one line, a third waits; the
     first's run is complete and current, the third's after it."""
-    labs = tmp_path / "labs"
-    labs.mkdir()
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(c) for c in FAKE_LAB]
-    nb.cells[0].metadata["tags"] = ["parameters"]
-    nb.metadata["kernelspec"] = {"name": "python3", "language": "python",
-                                 "display_name": "Python 3"}
-    nbformat.write(nb, labs / "01_fake.ipynb")
+    labs = _fake_labs(tmp_path)
     out = tmp_path / "out"
     first = _runner(labs, out, sleep=8)
     deadline = time.monotonic() + 120
@@ -228,14 +234,7 @@ def test_a_stopped_runner_says_one_line_no_kernel_noise(tmp_path):
     traceback goes to the run folder's kernel-stderr.log, the terminal
     shows the runner's one `stopped:` line."""
     import signal
-    labs = tmp_path / "labs"
-    labs.mkdir()
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(c) for c in FAKE_LAB]
-    nb.cells[0].metadata["tags"] = ["parameters"]
-    nb.metadata["kernelspec"] = {"name": "python3", "language": "python",
-                                 "display_name": "Python 3"}
-    nbformat.write(nb, labs / "01_fake.ipynb")
+    labs = _fake_labs(tmp_path)
     out = tmp_path / "out"
     env = dict(os.environ, PYTHONPATH=str(ROOT), FAKE_LAB_SLEEP="120")
     p = subprocess.Popen(
@@ -268,14 +267,7 @@ def test_a_dead_kernel_is_one_failed_row_and_its_log_not_noise(tmp_path):
     made certain)."""
     import psutil
     import signal
-    labs = tmp_path / "labs"
-    labs.mkdir()
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(c) for c in FAKE_LAB]
-    nb.cells[0].metadata["tags"] = ["parameters"]
-    nb.metadata["kernelspec"] = {"name": "python3", "language": "python",
-                                 "display_name": "Python 3"}
-    nbformat.write(nb, labs / "01_fake.ipynb")
+    labs = _fake_labs(tmp_path)
     out = tmp_path / "out"
     p = _runner(labs, out, sleep=120)
     deadline = time.monotonic() + 120
