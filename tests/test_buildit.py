@@ -69,8 +69,6 @@ def blank_of(source):
     return "\n".join(replace_solutions(source.splitlines(), "python")) + "\n"
 
 
-@pytest.mark.distributed
-@pytest.mark.parametrize("lab", sorted(MASTERS))
 def assert_graded(name, rows, fails):
     """A run's failed checks are the ones its source is meant to fail (the
     key none, the blank all, a wrong fixture ``fails[name]``), and each
@@ -84,6 +82,8 @@ def assert_graded(name, rows, fails):
     return want
 
 
+@pytest.mark.distributed
+@pytest.mark.parametrize("lab", sorted(MASTERS))
 def test_key_full_blank_zero_wrong_partial(lab):
     cell = solution_cell(lab)
     sources = {"key": key_of(cell), "blank": blank_of(cell)}
