@@ -60,17 +60,45 @@ TIMELINE = os.environ.get("LABKIT_TIMELINE") and os.path.abspath(
     os.environ["LABKIT_TIMELINE"])
 
 
+_CPU = [None]
+
+
+def _cpu_s() -> float:
+    """CPU seconds of this process and its reaped descendants (torchrun,
+    its ranks, a notebook's kernel once it is shut down)."""
+    import resource
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """The CPU seconds spent since the worker's previous report ride on
+    this report (``cpu``), so the timeline tells a unit that computes
+    from one that waits (a hang, a timeout, a sleep)."""
+    outcome = yield
+    if not TIMELINE:
+        return
+    now = _cpu_s()
+    last, _CPU[0] = _CPU[0], now
+    outcome.get_result().user_properties.append(
+        ("cpu", round(now - (last if last is not None else now), 3)))
+
+
 def pytest_runtest_logreport(report):
     if not TIMELINE or os.environ.get("PYTEST_XDIST_WORKER"):
         return
     import json
     worker = getattr(getattr(report, "node", None), "gateway", None)
+    cpu = dict(getattr(report, "user_properties", ()) or ()).get("cpu")
     try:
         with open(TIMELINE, "a") as f:
             f.write(json.dumps({
                 "id": report.nodeid, "unit": _unit(report.nodeid),
                 "when": report.when, "worker": getattr(worker, "id", "main"),
-                "start": report.start, "stop": report.stop}) + "\n")
+                "start": report.start, "stop": report.stop,
+                "cpu": cpu}) + "\n")
     except OSError:
         pass   # a measurement only: never a test's failure
 

@@ -11,7 +11,11 @@ finished (its tail: how long the other still ran) and its gaps; the
 longest units with their worker and start; and what a longest-first
 order of the same unit durations would take on as many workers (list
 scheduling, each unit whole), beside the observed wall time. Seconds are
-wall seconds inside test phases, not CPU seconds.
+wall seconds inside test phases; beside them, where the timeline has them
+(conftest.py adds each phase's CPU seconds: the worker's and its reaped
+children's), each unit's CPU seconds and the units that mostly wait
+(CPU well under wall: a hang, a timeout, a sleep), where a third worker
+would find idle cores.
 """
 from __future__ import annotations
 
@@ -28,17 +32,25 @@ def load(path: Path) -> list[dict]:
 
 
 def units(rows: list[dict]) -> dict[str, dict]:
-    """``{unit: {"worker", "start", "stop", "busy"}}`` (busy: the seconds
-    of its phases)."""
+    """``{unit: {"worker", "start", "stop", "busy", "cpu"}}`` (busy: the
+    seconds of its phases; cpu: their CPU seconds, None when the timeline
+    has none)."""
     out: dict[str, dict] = {}
     for r in rows:
         u = out.setdefault(r["unit"], {"worker": r["worker"],
                                        "start": r["start"],
-                                       "stop": r["stop"], "busy": 0.0})
+                                       "stop": r["stop"], "busy": 0.0,
+                                       "cpu": None})
         u["start"] = min(u["start"], r["start"])
         u["stop"] = max(u["stop"], r["stop"])
         u["busy"] += r["stop"] - r["start"]
+        if r.get("cpu") is not None:
+            u["cpu"] = (u["cpu"] or 0.0) + r["cpu"]
     return out
+
+
+def _cpu(u: dict) -> str:
+    return "      -" if u["cpu"] is None else f"{u['cpu']:7.1f}"
 
 
 def longest_first(durations: list[float], workers: int) -> float:
@@ -66,10 +78,21 @@ def report(rows: list[dict], top: int = 25) -> str:
         lines.append(f"  {w}: busy {busy:.0f} s, done at {last - t0:.0f} s "
                      f"(tail {end - last:.0f} s), gaps "
                      f"{last - t0 - busy:.0f} s, {len(ul)} units")
-    lines.append(f"longest {top} units (seconds, worker, start s):")
+    lines.append(f"longest {top} units (seconds, CPU seconds, worker, "
+                 f"start s):")
     for name, u in sorted(us.items(), key=lambda kv: -kv[1]["busy"])[:top]:
-        lines.append(f"  {u['busy']:7.1f}  {u['worker']:5s} "
+        lines.append(f"  {u['busy']:7.1f} {_cpu(u)}  {u['worker']:5s} "
                      f"{u['start'] - t0:6.0f}  {name}")
+    timed = [u for u in us.values() if u["cpu"] is not None]
+    if timed:
+        cpu = sum(u["cpu"] for u in timed)
+        lines.append(f"CPU {cpu:.0f} s in test phases ({len(timed)} units "
+                     f"measured), {cpu / max(end - t0, 1e-9):.2f} cores on "
+                     f"average")
+        waits = sorted(((u["busy"] - u["cpu"], n) for n, u in us.items()
+                        if u["cpu"] is not None), reverse=True)[:top]
+        lines.append(f"most waiting ({top}: wall minus CPU seconds):")
+        lines += [f"  {w:7.1f}  {n}" for w, n in waits if w > 1]
     lpt = longest_first([u["busy"] for u in us.values()], len(per))
     lines.append(f"longest-first order of these durations on {len(per)} "
                  f"worker(s): {lpt:.0f} s (observed {end - t0:.0f} s)")
