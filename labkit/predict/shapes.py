@@ -11,6 +11,7 @@ Used by :mod:`labkit.predict.choosing` (``labkit plan``).
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -33,10 +34,11 @@ class Model:
         return _flops.megatron_params(self.layers, self.hidden, self.vocab,
                                       self.seq)
 
-    @property
+    @functools.cached_property
     def arch(self) -> _arch.Arch:
         """Its record: :func:`labkit.predict.arch.gpt`, tied, no final
-        norm (the count is :attr:`params`)."""
+        norm (the count is :attr:`params`); built once per model (the
+        planner reads it for every stage of every layout it prices)."""
         return _arch.gpt(self.layers, self.hidden, self.heads, self.vocab,
                          self.seq, tied=True, final_norm=False)
 

@@ -39,6 +39,8 @@ it, float for float).
 """
 from __future__ import annotations
 
+import functools
+
 from labkit.predict.tensor_parallel_gqa import kv_split
 from labkit.predict.tensor_parallel_gqa import layer_params as _layer
 
@@ -58,6 +60,22 @@ def split_error(a, tp: int) -> str:
     return ""
 
 
+def _per_record(f):
+    """``f(a, tp)`` remembered per (record, tp): a record is frozen, and
+    the planner asks for every stage of every layout it prices (a record
+    that cannot be hashed is computed each time)."""
+    cached = functools.lru_cache(maxsize=4096)(f)
+
+    def call(a, tp: int = 1):
+        try:
+            return cached(a, tp)
+        except TypeError:      # unhashable: a record-like object
+            return f(a, tp)
+    call.__doc__, call.__name__ = f.__doc__, f.__name__
+    return call
+
+
+@_per_record
 def layer_params(a, tp: int = 1) -> int:
     """Parameters of one layer on one TP rank (K/V replicated when
     ``tp > kv_heads``)."""
@@ -107,6 +125,12 @@ def stage_params(a, tp: int, parts, stage: int) -> float:
 
 
 def activation_terms(a, tp: int = 1) -> dict:
+    """:func:`_activation_terms`, a fresh dict each call."""
+    return dict(_activation_terms(a, tp))
+
+
+@_per_record
+def _activation_terms(a, tp: int = 1) -> dict:
     """One layer's activation terms in units of ``s b h`` 16-bit bytes:
     ``replicated`` (split only by sequence parallelism), ``split`` (by
     ``t``; the scores, ``5 heads s / h``, come on top), and ``kv_extra``
