@@ -10,7 +10,7 @@ blocks (the embedding rides with the first stage, the final LayerNorm and
 output layer with the last); rank ``r`` runs stage ``r`` (GPipe, 1F1B) or
 stages ``r, r + p, ...`` (interleaved 1F1B, ``v = --chunks``), with
 ``torch.distributed.pipelining``'s ``ScheduleGPipe``, ``Schedule1F1B`` and
-``ScheduleInterleaved1F1B``.
+``ScheduleInterleaved1F1B`` (:mod:`labkit.runs.pp_stages`).
 
 Two measurements per schedule:
 
@@ -43,100 +43,15 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as tdist
-import torch.nn as nn
-import torch.nn.functional as F
 
 from labkit import device as D
 from labkit import dist
 from labkit.model import add_shape_arguments, batch, build, config_from_args
+from labkit.runs.pp_stages import (  # noqa: F401 (re-exported)
+    Stage, instrument, loss_fn, make_pipeline, split, step)
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved")
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
-
-
-class Stage(nn.Module):
-    """A slice of the GPT: [embedding] + blocks + [final norm and head]."""
-
-    def __init__(self, embed, blocks, head):
-        super().__init__()
-        self.embed = embed
-        self.blocks = nn.ModuleList(blocks)
-        self.head = head
-
-    def forward(self, x):
-        if self.embed is not None:
-            x = self.embed(x)
-        for block in self.blocks:
-            x = block(x)
-        return self.head(x) if self.head is not None else x
-
-
-def split(model, n_stages: int) -> list[Stage]:
-    """Cut the model into ``n_stages`` stages of equal block counts."""
-    L = len(model.blocks)
-    per = L // n_stages
-    return [Stage(model.embed if s == 0 else None,
-                  list(model.blocks[s * per:(s + 1) * per]),
-                  model.head if s == n_stages - 1 else None)
-            for s in range(n_stages)]
-
-
-def loss_fn(logits, targets):
-    return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
-
-
-def instrument(stage, chunk: int, events: list) -> None:
-    """Record (kind, stage, chunk, micro-batch, start, end) of each chunk."""
-    fwd, bwd = stage.forward_one_chunk, stage.backward_one_chunk
-
-    def timed(kind, fn):
-        def run(mb, *args, **kwargs):
-            D.sync(stage.device)
-            t0 = time.perf_counter()
-            out = fn(mb, *args, **kwargs)
-            D.sync(stage.device)
-            events.append((kind, stage.stage_index, chunk, mb, t0,
-                           time.perf_counter()))
-            return out
-        return run
-
-    stage.forward_one_chunk = timed("F", fwd)
-    stage.backward_one_chunk = timed("B", bwd)
-
-
-def make_pipeline(schedule: str, model, ctx, p: int, v: int, m: int,
-                  group, events: list | None = None):
-    """This rank's stages of ``model`` and the schedule that drives them."""
-    from torch.distributed.pipelining import (PipelineStage, Schedule1F1B,
-                                              ScheduleGPipe,
-                                              ScheduleInterleaved1F1B)
-    n_stages = p * v
-    stages_mod = split(model, n_stages)
-    mine = list(range(ctx.rank, n_stages, p))          # r, r + p, ...
-    stages = [PipelineStage(stages_mod[s], s, n_stages, ctx.device,
-                            group=group) for s in mine]
-    if events is not None:
-        for chunk, st in enumerate(stages):
-            instrument(st, chunk, events)
-    if schedule == "interleaved":
-        sched = ScheduleInterleaved1F1B(stages, n_microbatches=m,
-                                        loss_fn=loss_fn)
-    else:
-        cls = ScheduleGPipe if schedule == "gpipe" else Schedule1F1B
-        sched = cls(stages[0], n_microbatches=m, loss_fn=loss_fn)
-    params = [q for s in mine for q in stages_mod[s].parameters()]
-    return sched, params
-
-
-def step(sched, ctx, x, y, p: int):
-    """One pipeline step; returns the mean loss on the last rank, else None."""
-    losses = [] if ctx.rank == p - 1 else None
-    args = (x,) if ctx.rank == 0 else ()
-    sched.step(*args, target=y if ctx.rank == p - 1 else None,
-               losses=losses)
-    if losses is None:
-        return None
-    return torch.stack([t.detach().float() for t in losses]).mean().item()
 
 
 def sweep_counts(counts: list[int], p: int) -> list[int]:
