@@ -13,6 +13,8 @@ there should be one. For every page of both editions:
   of the prose are the same multiset, and no paragraph, heading or table
   cell is left in English.
 """
+import copy
+import functools
 import os
 import re
 import sys
@@ -57,7 +59,11 @@ def _pages() -> list[str]:
                   if p.parent.name in ("book", "labs"))
 
 
+@functools.lru_cache(maxsize=None)
 def _article(path: Path):
+    """A page parsed once for the whole module (six tests read every page
+    of both editions; html.parser is the slow part). Read-only: a test
+    that changes the tree works on :func:`_prose_blocks`' copy."""
     from bs4 import BeautifulSoup
     soup = BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
     return soup, soup.select_one("article.bd-article")
@@ -143,6 +149,7 @@ def test_same_structure():
 
 
 def _prose_blocks(article):
+    article = copy.copy(article)    # a copy: the parsed page is shared
     for el in article.select("div.cell_output, pre, p.lang-switch, "
                              "a.headerlink, div.labkit-calculator"):
         el.decompose()
