@@ -20,11 +20,15 @@ Per submission (scripts/grading/, ``session.py``): the notebook runs in
 one jail, the tests in a second that no student code ever runs in (its
 result lines authenticated), each build-it rerun in a jail of its own; one
 cgroup limits them together (memory, processes, CPU), nested under the
-cgroup this runs in; writable space is size-limited tmpfs.
+cgroup this runs in; writable space is size-limited tmpfs. Each rank of a
+rerun shuts itself in a Landlock box (``rank_box.py``); on a kernel
+without Landlock the ranks go unboxed and this says so in one line on
+stderr, in the summary and in every row's ``isolation`` ("bubblewrap, no
+rank box" where it is "bubblewrap, landlock 7" otherwise).
 
 Writes, under ``--out`` (default ``_build/grades``): ``grades.csv`` (one
 row per question: student, file, lab, question, points, max, reason,
-isolation, when, the autograder's commit), ``gradebook.csv`` (one row per
+isolation (the jail, the rank box), when, the autograder's commit), ``gradebook.csv`` (one row per
 student, for Canvas or Gradescope) and ``feedback/<student>.md``; prints a
 summary that names the isolation. An earlier grades.csv is kept under a
 time-stamped name; ``--only`` keeps every other student's rows. A
@@ -49,7 +53,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 from assignments import MASTERS, OUT as ASSIGNMENTS, setup_cells  # noqa: E402
-from grading import jail as jails, limits, report  # noqa: E402
+from grading import jail as jails, limits, rank_box, report  # noqa: E402
 from grading.session import Grader, questions, tests_of  # noqa: E402,F401
 from grading.submissions import (BadInput, collect, identify,  # noqa: E402
                                  pin)
@@ -157,10 +161,13 @@ def main(argv=None) -> int:
     except BadInput as e:
         print(f"grade: {report.clean(e)}", file=sys.stderr)
         return 2
-    isolation = jail.describe()
+    boxed, box_line = rank_box.describe(rank_box.abi())
+    if boxed == "no rank box":      # one line, before anything runs
+        print(f"grade: warning: {box_line}", file=sys.stderr)
+    isolation = f"{jail.describe()}; {box_line}"
     when = datetime.datetime.now(datetime.timezone.utc).isoformat(
         timespec="seconds")
-    meta = {"isolation": jail.name, "graded_at": when,
+    meta = {"isolation": f"{jail.name}, {boxed}", "graded_at": when,
             "autograder": commit()}
     t0 = time.perf_counter()
     course = Path(tempfile.mkdtemp(prefix="grade-course-"))

@@ -20,7 +20,8 @@ def zero_result(windows, outside=None, loopback=0):
 def steps(calls, n=None):
     h = buildit.harness("zero")
     n = n or h.HIDDEN["steps"]
-    return [[]] + [list(calls) for _ in range(n)]
+    # the constructor's window, then backward's and step()'s per step
+    return [[]] + [w for _ in range(n) for w in (list(calls), [])]
 
 
 def test_the_hubs_windows_replace_what_the_ranks_said():

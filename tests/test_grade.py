@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import assignments  # noqa: E402
 import grade  # noqa: E402
-from grading import jail  # noqa: E402
+from grading import jail, rank_box  # noqa: E402
 
 LAB = "02_collectives"
 HOSTILE = ROOT / "tests" / "hostile"
@@ -223,8 +223,10 @@ def test_grade_run_goes_on(graded):
 def test_summary_and_csv_name_the_isolation(graded):
     assert "isolation: " in graded["r"].stdout
     rows = read(graded["out"])
-    want = "bubblewrap" if SANDBOX else "rlimits"
+    want = ("bubblewrap" if SANDBOX else "rlimits") + ", " + \
+        rank_box.describe(rank_box.abi())[0]
     assert {r["isolation"] for r in rows.values()} == {want}
+    assert rank_box.describe(rank_box.abi())[1] in graded["r"].stdout
     if SANDBOX:
         assert "namespaces" in graded["r"].stdout
 
@@ -371,6 +373,39 @@ def test_no_sandbox_refuses_in_one_line(monkeypatch, tmp_path, capsys, built):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "bubblewrap" in err[0]
     assert "--unsafe-no-isolation" in err[0]
+
+
+def test_no_landlock_says_so_in_one_line(monkeypatch, tmp_path, capsys):
+    """A kernel without Landlock (ABI 0): the ranks go unboxed, and grade
+    says so once before it runs anything, in the summary and in the
+    CSV's isolation field."""
+    import zipfile
+    subs, auto = tmp_path / "subs", tmp_path / "autograder"
+    subs.mkdir()
+    auto.mkdir()
+    with zipfile.ZipFile(auto / f"{LAB}.zip", "w") as z:   # one question
+        z.writestr("tests/q1.py", "test = {'name': 'q1', 'points': 1}\n")
+    (subs / f"{LAB}_notes.txt").write_text("not a notebook")  # no jail
+    monkeypatch.setattr(grade, "AUTOGRADERS", auto)
+    monkeypatch.setattr(grade.rank_box, "abi", lambda: 0)
+    monkeypatch.setattr(grade.jails, "choose",
+                        lambda unsafe=False: jail.Jail())
+    assert grade.main([str(subs), "--out", str(tmp_path / "o")]) == 0
+    got = capsys.readouterr()
+    err = [ln for ln in got.err.splitlines() if ln.strip()]
+    assert len(err) == 1 and err[0].startswith("grade: warning: no rank "
+                                               "box"), got.err
+    assert "Landlock" in err[0]
+    summary = next(ln for ln in got.out.splitlines()
+                   if ln.startswith("isolation: "))
+    assert "no rank box" in summary
+    rows = read(tmp_path / "o")
+    assert {r["isolation"] for r in rows.values()} == {"rlimits, no rank box"}
+    assert rank_box.describe(0)[0] == "no rank box"
+    assert "TCP is not refused" in rank_box.describe(3)[1]
+    assert "signals" in rank_box.describe(5)[1]
+    assert rank_box.describe(7) == ("landlock 7", rank_box.describe(7)[1])
+    assert ";" not in rank_box.describe(7)[1]
 
 
 # -- issue 30 ---------------------------------------------------------------

@@ -85,8 +85,11 @@ def test_the_key_on_the_hub_scores_full_marks_with_the_hubs_counts(
                            True)
     assert got["error"] is None, got["error"]
     wins = got["hub"]["windows"]
-    # the constructor's window, then one per step, on each rank
-    assert [len(w) for w in wins] == [HIDDEN["steps"] + 1] * 2
+    # the constructor's window, then two per step (backward, step()), on
+    # each rank; every reduce-scatter in backward, every all-gather after
+    assert [len(w) for w in wins] == [2 * HIDDEN["steps"] + 1] * 2
+    assert {c[0] for w in wins[0][1::2] for c in w} == {"reduce_scatter"}
+    assert {c[0] for w in wins[0][2::2] for c in w} == {"all_gather"}
     assert {c[0] for w in wins[0][1:] for c in w} == {"reduce_scatter",
                                                       "all_gather"}
     assert got["hub"]["outside"] == [{}, {}]
@@ -107,3 +110,26 @@ def test_a_rank_that_rewrites_its_counter_gets_the_hubs_count(
                                                   "loopback_bytes": 0})}
     assert rows["bytes"]["points"] == 0
     assert why in rows["bytes"]["reason"], rows["bytes"]["reason"]
+
+
+def test_a_rank_that_hides_its_gradient_peak_gets_the_hubs_count(tmp_path):
+    """ZeRO-1 that drops the harness's hook measuring its live gradients
+    (tests/buildit/hostile_zero_peak.py): its own record says a peak of 0,
+    which scored "freed"; the hub counted no reduce-scatter in backward:
+    0 on "freed", the other checks as ZeRO-1's."""
+    got = fresh_fork_ranks("zero", (FIXTURES / "hostile_zero_peak.py")
+                           .read_text(), HIDDEN, 2, tmp_path, 120, True)
+    got = {**got, "loopback_bytes": 0}
+    rows = {r["check"]: r for r in buildit.grade(got)}
+    assert {c for c, r in rows.items() if not r["passed"]} == {"freed"}
+    assert "during backward (the grader counted)" in rows["freed"]["reason"]
+    assert all(p == 0 for r in got["ranks"] for p in
+               r["grad_peak_per_step"])      # the lie
+    # with the reduce-scatters in backward the lie would have scored
+    from labkit.buildit import counted, zero
+    h = buildit.harness("zero")
+    out, err = counted.apply(h, got)
+    assert err is None
+    moved = {**out, "ranks": [{**r, "backward_bytes_per_step":
+                               r["bytes_per_step"]} for r in out["ranks"]]}
+    assert zero.check_freed(moved)[0]

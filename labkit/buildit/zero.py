@@ -19,10 +19,15 @@ and no all-reduce; ``state``: what the optimizer keeps between steps,
 measured by the harness (``labkit.buildit.kept``), is the shard's: between
 Adam's two moments (8 Psi / N bytes) and those plus the fp32 master
 (12 Psi / N): full Adam on every rank keeps 8 Psi and fails;
-``freed``: the model's live gradients, measured by the harness after every
-gradient's accumulation in backward, never exceed Phi / 2 (ZeRO-2 frees
-each one once reduced; ZeRO-1, which keeps all of them until ``step()``,
-holds Phi at the end of backward).
+``freed``: during backward every rank reduce-scatters Phi bytes of
+gradients (counted by the grader's hub under grading: backward and
+``step()`` are windows of their own), and the model's live gradients,
+measured by the harness after every gradient's accumulation in backward,
+never exceed Phi / 2 (ZeRO-2 frees each one once reduced; ZeRO-1, which
+reduces in ``step()``, holds Phi at the end of backward). The first half
+is what a rank cannot forge; the second (memory, like ``state``) is
+measured in the rank's process, which imports the student's code: no
+process outside it can see its memory (no ptrace in a jail).
 """
 from __future__ import annotations
 
@@ -98,33 +103,44 @@ def rank_run(ctx, mod, cfg) -> dict:
     for p in params:
         p.register_post_accumulate_grad_hook(count)
     mine = slice(ctx.rank * b, (ctx.rank + 1) * b)
-    steps, peaks = [], []
+    steps, peaks, in_backward = [], [], []
     for x, y in zip(xs, ys):
         model.zero_grad(set_to_none=True)
         live.clear()
+        # two windows a step: backward, then step() (``from_hub``)
         with CollectiveCounter() as c:
             nn.functional.mse_loss(model(x[mine]), y[mine]).backward()
+        with CollectiveCounter() as s:
             opt.step()
-        steps.append({op: s["bytes"] for op, s in c.summary().items()})
+        back = {op: v["bytes"] for op, v in c.summary().items()}
+        in_backward.append(back)
+        steps.append(_merged(back, {op: v["bytes"] for op, v in
+                                    s.summary().items()}))
         peaks.append(max(live, default=0))
     kept = kept_bytes([opt, vars(mod)], skip=params + [p.grad for p in
                                                        params],
                       home=getattr(mod, "__name__", None))
     return {"numels": [p.numel() for p in params],
             "params": [flat(p) for p in params],
-            "bytes_per_step": steps, "grad_peak_per_step": peaks,
-            "state_bytes": kept}
+            "bytes_per_step": steps, "backward_bytes_per_step": in_backward,
+            "grad_peak_per_step": peaks, "state_bytes": kept}
+
+
+def _merged(a: dict, b: dict) -> dict:
+    return {k: a.get(k, 0) + b.get(k, 0) for k in {**a, **b}}
 
 
 def from_hub(result, windows):
-    """The ranks' ``bytes_per_step`` from the grader's hub
-    (``labkit.buildit.counted``): its windows are the constructor's, then
-    one per step."""
+    """The ranks' ``bytes_per_step`` and ``backward_bytes_per_step`` from
+    the grader's hub (``labkit.buildit.counted``): its windows are the
+    constructor's, then two per step (backward, ``step()``)."""
     from labkit.buildit.counted import summed, windows_of
     steps = result["config"]["steps"]
     return {**result, "ranks": [
-        {**r, "bytes_per_step": [summed(s) for s in w[1:]]}
-        for r, w in windows_of(result, windows, steps + 1)]}
+        {**r, "bytes_per_step": [_merged(summed(b), summed(s)) for b, s in
+                                 zip(w[1::2], w[2::2])],
+         "backward_bytes_per_step": [summed(b) for b in w[1::2]]}
+        for r, w in windows_of(result, windows, 2 * steps + 1)]}
 
 
 def check_params(result):
@@ -204,6 +220,18 @@ def check_state(result):
 
 def check_freed(result):
     phi = 4 * _sizes(result["config"], len(result["ranks"]))[0]
+    # what the grader's hub counted in backward (a rank's word without a
+    # hub): no gradient is freed in backward before its shard is reduced
+    early = min(min(s.get("reduce_scatter", 0) for s in
+                    r["backward_bytes_per_step"]) for r in result["ranks"])
+    if early < phi:
+        return False, f"reduce_scatter {early} B in backward", \
+            f">= Phi = {phi} B in backward", (
+                f"your ranks reduce-scattered {early} B of the Phi = {phi} B "
+                "of gradients during backward (the grader counted): ZeRO-2 "
+                "reduce-scatters each gradient as backward produces it "
+                "(p.register_post_accumulate_grad_hook), so that it can "
+                "free it there; ZeRO-1 waits for step()")
     worst = max(max(r["grad_peak_per_step"]) for r in result["ranks"])
     return worst <= phi // 2, worst, f"<= Phi / 2 = {phi // 2} B", (
         f"during backward the model held up to {worst} B of gradients at "
@@ -233,7 +261,8 @@ def expected(cfg, world_size: int) -> dict:
             "state": f"kept between steps: {low} to {high} B per rank "
                      f"(Adam's moments and fp32 master for 1/N; full "
                      f"Adam: {8 * psi} B)",
-            "freed": f"live gradients during backward <= Phi / 2 = "
+            "freed": f"reduce-scatter Phi = {phi} B during backward; "
+                     f"live gradients during backward <= Phi / 2 = "
                      f"{phi // 2} B (ZeRO-1: Phi at the end)"}
 
 

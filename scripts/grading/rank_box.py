@@ -27,7 +27,8 @@ setuid program from lifting the restriction). A rule a kernel cannot
 enforce (an older ABI) is left out, and ``enter`` returns the ABI, 0 when
 the kernel has no Landlock: the jail's own limits then stay the only
 ones (``labkit.buildit.counted`` still fails a rank that used the
-network).
+network). ``grade.py`` names what the kernel gives (``describe``) in
+its summary and in every row's ``isolation``.
 """
 from __future__ import annotations
 
@@ -68,6 +69,26 @@ def abi() -> int:
     v = _libc().syscall(_SYS_CREATE, None, ctypes.c_size_t(0),
                         ctypes.c_uint32(1))
     return max(v, 0)
+
+
+def describe(v: int) -> tuple[str, str]:
+    """(the isolation field's word, one line for the instructor) for a
+    kernel whose Landlock ABI is ``v`` (``abi()``)."""
+    if v < 1:
+        return "no rank box", (
+            "no rank box: this kernel has no Landlock (Linux 5.13+ with "
+            "landlock among its LSMs), so the ranks of a build-it rerun "
+            "share its jail's /tmp, work folder and /dev/shm, a channel "
+            "between them the hub does not count")
+    missing = [what for need, what in ((4, "TCP is not refused: the "
+                                        "loopback check alone"),
+                                       (6, "signals and abstract sockets "
+                                        "between ranks are not refused"))
+               if v < need]
+    return f"landlock {v}", (
+        f"rank box: Landlock ABI {v}, each rank writes only in its own "
+        "folder and reads none of the others'"
+        + "".join(f"; {m}" for m in missing))
 
 
 def _fs_all(v: int) -> int:
