@@ -116,6 +116,10 @@ CORRECTIONS.update({
         "06_pipeline_parallel", r"all-reduces cannot overlap",
         r"TP splits each layer inside a node, where NVLink carries its "
         r"per-layer all-reduces"),
+    "29.1 TP overlap (chapter 10)": (
+        "10_mesh", rf"TP{Q}s collectives block every layer",
+        rf"TP{Q}s forward collectives sit between a layer{Q}s GEMMs, "
+        r"exposed unless overlapped"),
     "29.1 TP overlap (chapter 13's table)": (
         "15_choosing", r"per layer cannot overlap",
         rf"PyTorch{Q}s async TP\) hides at most the compute"),
@@ -189,6 +193,16 @@ CORRECTIONS.update({
         "04_zero", r"no ZeRO-1/2 proper",
         r"ZeRO-1 for DDP is torch\.distributed\.optim\."
         r"ZeroRedundancyOptimizer"),
+    # two of the caveats, checked the same way
+    "29.c ring CP's bytes per rank are nearly constant in p": (
+        "11_context_parallel", rf"Ring{Q}s volume grows with p",
+        rf"Ring{Q}s volume per rank is nearly constant in p.{{0,200}}"
+        r"sends \(3p-2\)/p times the K/V of the whole sequence"),
+    "29.c NVLS: on by default where supported, the tuner picks": (
+        "02_collectives", rf"NVLS is NCCL{Q}s default all-reduce",
+        r"NCCL enables NVLS by default wherever the hardware supports it"
+        r".{0,200}its tuner picks, call by call, the algorithm it predicts "
+        r"fastest"),
     "29.12 offload host RAM with fp32 CPU gradients": (
         "01_memory",
         rf"lives in host memory: {8 * OFF.cpu_total / GB:.0f} GB of CPU RAM",
@@ -273,7 +287,8 @@ def test_lab_pages_show_the_lesson_not_the_plumbing():
 
 # issue 29, section 3: every lab page that launches distributed code shows
 # it (an inspect.getsource cell), as labs 10 and 11 did first
-SHOWS_ITS_CODE = {"02_collectives": "sweep", "03_sharding": "wrap",
+SHOWS_ITS_CODE = {"01_memory": "run_strategy", "08_checkpoint": "R.save",
+                  "02_collectives": "sweep", "03_sharding": "wrap",
                   "04_zero": "run_torch_zero1",
                   "05_tensor_parallel": "dtensor_block",
                   "06_pipeline_parallel": "make_pipeline",
