@@ -69,7 +69,8 @@ def setup(app):
                 raise self.error(str(e))
             para = nodes.paragraph(text, text, translatable=False)
             note = nodes.note("", para, classes=["lab-stamp"])
-            self.set_source_info(note)
+            note.source, note.line = \
+                self.state_machine.get_source_and_line(self.lineno)
             return [note]
 
     app.add_directive("lab-stamp", LabStamp)
