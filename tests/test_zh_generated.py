@@ -46,6 +46,18 @@ def test_a_bad_stamp_is_one_line(bad, why):
         lab_stamp.stamp_text(bad, "en")
 
 
+def test_the_directive_makes_a_note_that_is_not_a_message():
+    from docutils.core import publish_doctree
+    from docutils.parsers.rst import directives
+    directives.register_directive("lab-stamp", lab_stamp.directive())
+    data = json.dumps(provenance.record(PROV, 2))
+    tree = publish_doctree(f".. lab-stamp::\n\n   {data}\n")
+    (note,) = tree.children
+    assert note.tagname == "note" and note.line
+    assert note.astext() == provenance.stamp(PROV, 2)
+    assert note.children[0]["translatable"] is False
+
+
 def _shown(monkeypatch):
     import IPython
     import IPython.display

@@ -53,7 +53,8 @@ def stamp_text(content: str, language: str | None) -> str:
     return f"{text}{OUTPUTS[lang]}" if rec else text
 
 
-def setup(app):
+def directive():
+    """The ``{lab-stamp}`` directive class (docutils)."""
     from docutils import nodes
     from docutils.parsers.rst import Directive
 
@@ -61,10 +62,10 @@ def setup(app):
         has_content = True
 
         def run(self):
-            env = self.state.document.settings.env
+            env = getattr(self.state.document.settings, "env", None)
             try:
                 text = stamp_text("\n".join(self.content),
-                                  env.config.language)
+                                  env.config.language if env else None)
             except ValueError as e:
                 raise self.error(str(e))
             para = nodes.paragraph(text, text, translatable=False)
@@ -73,5 +74,9 @@ def setup(app):
                 self.state_machine.get_source_and_line(self.lineno)
             return [note]
 
-    app.add_directive("lab-stamp", LabStamp)
+    return LabStamp
+
+
+def setup(app):
+    app.add_directive("lab-stamp", directive())
     return {"parallel_read_safe": True, "parallel_write_safe": True}
