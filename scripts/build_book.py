@@ -23,8 +23,9 @@ with ``--partial`` a lab missing from it is shown as committed. Only a
 lab's last complete run is staged (``labkit.labruns``), never a failed,
 interrupted or unfinished one, and the build says which run it used when
 a newer one was left out; a truncated or damaged bundle is one line. Each lab
-page starts with its stamp (``labkit.provenance.stamp``: where and with
-what it was measured, or that it was not run), and the absolute path of
+page starts with its stamp (``labkit.provenance.stamp``, said in the
+page's language by ``book/_ext/lab_stamp.py``: where and with what it
+was measured, or that it was not run), and the absolute path of
 this checkout (and of the node's, from a bundle) is taken out of the
 staged notebooks, so no published page shows a local path.
 
