@@ -24,6 +24,9 @@ from labkit.checks.rules import require  # noqa: F401 (labs import it)
 ROOT = Path(__file__).resolve().parent.parent
 FIELDS = ("quantity", "strategy", "world_size", "predicted", "measured",
           "ratio", "unit")
+# Results.show's table as data: {"columns": [...], "rows": [[cell, ...]]},
+# each cell the text the notebook shows (book/_ext/lab_results.py)
+MIME = "application/vnd.labkit.results+json"
 
 
 def ratio(measured, predicted):
@@ -72,14 +75,28 @@ class Results:
             {k for r in rows for k in r} - set(FIELDS) - {"device", "profile", "provenance"}))
 
     def show(self, quantity: str | None = None, digits: int = 4):
+        """The records as a table: in a notebook, the cells as shown (text)
+        under ``MIME`` too, so the book draws the table with column titles
+        in the page's language (``book/_ext/lab_results.py``), the same
+        cells; in plain Python, the table printed."""
         df = self.frame(quantity)
         fmt = {"ratio": lambda v: "" if _missing(v) else f"{v:.{digits}f}",
                "predicted": _number, "measured": _number}
+        # the cells as the Styler shows them (it, too, gets Python scalars)
+        cells = [[fmt.get(c, _cell)(v) for c, v in zip(df.columns, row)]
+                 for row in df.itertuples(index=False)]
+        text = type(df)(cells, columns=df.columns).to_string(index=False)
         try:
+            from IPython import get_ipython
             from IPython.display import display
-            display(df.style.format(fmt).hide(axis="index"))
-        except ImportError:  # plain Python
-            print(df.to_string(index=False))
+        except ImportError:
+            get_ipython = lambda: None  # noqa: E731
+        if get_ipython() is None:   # plain Python
+            print(text)
+            return df
+        display({MIME: {"columns": list(df.columns), "rows": cells},
+                 "text/html": df.style.format(fmt).hide(axis="index")
+                 .to_html(), "text/plain": text}, raw=True)
         return df
 
     def save(self) -> Path:
@@ -97,6 +114,12 @@ class Results:
 
 def _missing(v) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def _cell(v) -> str:
+    """A cell of a column other than predicted, measured, ratio, as pandas'
+    Styler shows it by default: floats to 6 decimals, the rest ``str``."""
+    return f"{v:.6f}" if isinstance(v, float) else str(v)
 
 
 def _number(v) -> str:

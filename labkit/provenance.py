@@ -6,10 +6,11 @@
 
 ``labkit.lab.Results`` attaches it to every record, the lab runner to
 ``run.json`` and to the executed notebook's metadata
-(``metadata.labkit.provenance``); the book build puts :func:`stamp` at the
-top of each lab page. Versions are read without importing DeepSpeed
-(``importlib.metadata``); the commit is ``git rev-parse`` of this checkout,
-``+dirty`` when it has uncommitted changes.
+(``metadata.labkit.provenance``); the book build puts :func:`record` at
+the top of each lab page, which says it with :func:`stamp` in the page's
+language (``book/_ext/lab_stamp.py``). Versions are read without
+importing DeepSpeed (``importlib.metadata``); the commit is ``git
+rev-parse`` of this checkout, ``+dirty`` when it has uncommitted changes.
 """
 from __future__ import annotations
 
@@ -68,20 +69,58 @@ def collect(profile: str, preflight: dict | None = None) -> dict:
     }
 
 
-def stamp(prov: dict | None, world_size: int | None = None) -> str:
-    """One line for the top of a lab page."""
+# The stamp's words per edition of the book (issue 32): the book build
+# writes the record (``record``), ``book/_ext/lab_stamp.py`` says it in the
+# page's language with this one table. The record's values (device, torch,
+# date, commit, profile) are the same in every language.
+STAMP = {
+    "en": {"not_run": "Not run in this build: the lab is shown as "
+                      "committed, without outputs.",
+           "tail": "torch {torch}, {date}, commit {commit}",
+           "unknown": "unknown",
+           "gpu": "Measured on {n}\u00d7 {model}, {tail}, CUDA {cuda}, "
+                  "NCCL {nccl} (profile {profile}).",
+           "processes": ", {n} processes",
+           "cpu": "CPU profile (gloo{procs}): {device}, {tail} "
+                  "(profile {profile})."},
+    "zh": {"not_run": "本次构建未运行此实验：页面按提交时的样子显示，"
+                      "没有输出。",
+           "tail": "torch {torch}，{date}，提交 {commit}",
+           "unknown": "未知",
+           "gpu": "测量于 {n}\u00d7 {model}，{tail}，CUDA {cuda}，"
+                  "NCCL {nccl}（配置 {profile}）。",
+           "processes": "，{n} 个进程",
+           "cpu": "CPU 配置（gloo{procs}）：{device}，{tail}"
+                  "（配置 {profile}）。"},
+}
+# the facts of a provenance record that the stamp says
+STAMPED = ("device", "gpu_count", "gpu_model", "torch", "cuda", "nccl",
+           "date", "commit", "profile")
+
+
+def record(prov: dict | None, world_size: int | None = None) -> dict:
+    """What a lab page's stamp says, as data (JSON): the stamped facts of
+    ``prov`` and the world size; ``{}`` when the lab was not run."""
     if not prov:
-        return ("Not run in this build: the lab is shown as committed, "
-                "without outputs.")
-    tail = (f"torch {prov['torch']}, {prov['date'][:10]}, "
-            f"commit {prov['commit'] or 'unknown'}")
+        return {}
+    return {**{k: prov.get(k) for k in STAMPED}, "world_size": world_size}
+
+
+def stamp(prov: dict | None, world_size: int | None = None,
+          lang: str = "en") -> str:
+    """One line for the top of a lab page, in ``lang`` (a key of STAMP)."""
+    say = STAMP[lang]
+    if not prov:
+        return say["not_run"]
+    tail = say["tail"].format(torch=prov["torch"], date=prov["date"][:10],
+                              commit=prov["commit"] or say["unknown"])
     if prov.get("gpu_count") and prov["profile"] != "cpu":
-        return (f"Measured on {prov['gpu_count']}\u00d7 {prov['gpu_model']}, "
-                f"{tail}, CUDA {prov['cuda']}, NCCL {prov['nccl']} "
-                f"(profile {prov['profile']}).")
-    n = f", {world_size} processes" if world_size else ""
-    return (f"CPU profile (gloo{n}): {prov['device']}, {tail} "
-            f"(profile {prov['profile']}).")
+        return say["gpu"].format(n=prov["gpu_count"], model=prov["gpu_model"],
+                                 tail=tail, cuda=prov["cuda"],
+                                 nccl=prov["nccl"], profile=prov["profile"])
+    procs = say["processes"].format(n=world_size) if world_size else ""
+    return say["cpu"].format(procs=procs, device=prov["device"], tail=tail,
+                             profile=prov["profile"])
 
 
 def stamp_notebook(path: Path, prov: dict) -> None:

@@ -23,8 +23,9 @@ with ``--partial`` a lab missing from it is shown as committed. Only a
 lab's last complete run is staged (``labkit.labruns``), never a failed,
 interrupted or unfinished one, and the build says which run it used when
 a newer one was left out; a truncated or damaged bundle is one line. Each lab
-page starts with its stamp (``labkit.provenance.stamp``: where and with
-what it was measured, or that it was not run), and the absolute path of
+page starts with its stamp (``labkit.provenance.stamp``, said in the
+page's language by ``book/_ext/lab_stamp.py``: where and with what it
+was measured, or that it was not run), and the absolute path of
 this checkout (and of the node's, from a bundle) is taken out of the
 staged notebooks, so no published page shows a local path.
 
@@ -60,7 +61,7 @@ sys.path.insert(0, str(ROOT))
 from labkit import lazy_grammar  # noqa: E402,F401  (before nbformat)
 from labkit import disk, labruns, resultsfile  # noqa: E402
 from labkit.launch import checkout_pythonpath  # noqa: E402
-from labkit.provenance import of_notebook, stamp  # noqa: E402
+from labkit.provenance import of_notebook, record  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import book_zh  # noqa: E402  (the builds of the two editions)
@@ -132,13 +133,17 @@ def world_size(folder: Path) -> int | None:
     return max((s for s in sizes if isinstance(s, int)), default=None)
 
 
-def add_stamp(nb: Path, line: str) -> None:
-    """Put the stamp under the page title (the first markdown cell's H1)."""
+def add_stamp(nb: Path, prov: dict | None, world_size: int | None) -> None:
+    """Put the stamp under the page title (the first markdown cell's H1):
+    a ``{lab-stamp}`` directive holding the provenance record as JSON
+    (``labkit.provenance.record``), which ``book/_ext/lab_stamp.py`` says
+    in the build's language (one staged notebook for both editions)."""
     import nbformat
     book = nbformat.read(nb, as_version=4)
     cell = next(c for c in book.cells if c.cell_type == "markdown")
     head, sep, rest = cell.source.partition("\n")
-    cell.source = f"{head}\n\n```{{note}}\n{line}\n```\n{sep}{rest}"
+    data = json.dumps(record(prov, world_size), sort_keys=True)
+    cell.source = f"{head}\n\n```{{lab-stamp}}\n{data}\n```\n{sep}{rest}"
     nbformat.write(book, nb)
 
 
@@ -189,7 +194,7 @@ def stage(labs_from: Path | None, out: Path, partial: bool = False) -> Path:
             raise SystemExit(f"no executed copy of {nb.name} in {labs_from}"
                              f" ({note}): run scripts/run_labs.py first")
         scrub(nb, roots)
-        add_stamp(nb, stamp(prov, n))
+        add_stamp(nb, prov, n)
     return src
 
 

@@ -21,7 +21,8 @@ def test_missing_lab_is_an_error_unless_partial(tmp_path):
     src = build_book.stage(empty, tmp_path / "_build", partial=True)
     nb = nbformat.read(next((src / "labs").glob("01_*.ipynb")), 4)
     first = nb.cells[0].source.splitlines()
-    assert first[0].startswith("# ") and "Not run in this build" in first[3]
+    assert first[0].startswith("# ") and first[2:5] == [
+        "```{lab-stamp}", "{}", "```"]     # not run: the empty record
 
 
 def test_scrub_and_stamp(tmp_path):
@@ -31,11 +32,19 @@ def test_scrub_and_stamp(tmp_path):
     f = tmp_path / "x.ipynb"
     nbformat.write(nb, f)
     build_book.scrub(f, [str(ROOT)])
-    build_book.add_stamp(f, "CPU profile (gloo, 2 processes)")
+    prov = {"device": "cpu: x86_64, 2 cores", "gpu_count": 0,
+            "gpu_model": None, "torch": "2.13.0", "cuda": None, "nccl": None,
+            "date": "2026-11-30T12:00:00+00:00", "commit": "abc",
+            "profile": "cpu", "preflight": {"status": "ok"}}
+    build_book.add_stamp(f, prov, 2)
     out = nbformat.read(f, 4)
     assert str(ROOT) not in f.read_text()
     assert out.cells[1].source == 'results_dir = "_build/x"'
-    assert out.cells[0].source.startswith("# Lab\n\n```{note}\nCPU profile")
+    lines = out.cells[0].source.splitlines()
+    assert lines[:3] == ["# Lab", "", "```{lab-stamp}"]
+    assert lines[4:] == ["```", "", "text"]
+    rec = json.loads(lines[3])
+    assert rec["world_size"] == 2 and "preflight" not in rec
 
 
 def test_world_size_of_a_lab(tmp_path):

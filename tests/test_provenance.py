@@ -36,3 +36,32 @@ def test_stamps():
     # a GPU profile run without GPUs is never stamped as measured on GPUs
     assert provenance.stamp({**gpu, "gpu_count": 0}, 8).startswith("CPU")
     assert "Not run" in provenance.stamp(None)
+
+
+def test_stamps_in_chinese_keep_every_value():
+    """The same record said in Chinese (book/_ext/lab_stamp.py): the
+    values are the English stamp's, the words are not."""
+    cpu = {"device": "cpu: x86_64, 2 cores", "gpu_count": 0,
+           "torch": "2.13.0", "date": "2026-11-30T12:00:00+00:00",
+           "commit": None, "profile": "cpu"}
+    zh = provenance.stamp(cpu, 4, "zh")
+    assert zh == ("CPU 配置（gloo，4 个进程）：cpu: x86_64, 2 cores，torch "
+                  "2.13.0，2026-11-30，提交 未知（配置 cpu）。")
+    gpu = {**cpu, "gpu_count": 8, "gpu_model": "NVIDIA H100 80GB HBM3",
+           "cuda": "12.8", "nccl": "2.27.3", "profile": "gpu8",
+           "commit": "abc"}
+    assert provenance.stamp(gpu, 8, "zh").startswith(
+        "测量于 8\u00d7 NVIDIA H100 80GB HBM3，torch 2.13.0，2026-11-30，"
+        "提交 abc，CUDA 12.8，NCCL 2.27.3")
+    assert provenance.stamp(None, lang="zh").startswith("本次构建未运行")
+    assert set(provenance.STAMP["en"]) == set(provenance.STAMP["zh"])
+
+
+def test_record_is_what_the_stamp_says():
+    prov = provenance.collect("cpu")
+    rec = provenance.record(prov, 2)
+    assert json.loads(json.dumps(rec)) == rec
+    assert set(rec) == {*provenance.STAMPED, "world_size"}
+    assert provenance.stamp(rec, rec["world_size"]) == \
+        provenance.stamp(prov, 2)
+    assert provenance.record(None) == {}

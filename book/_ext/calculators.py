@@ -38,6 +38,7 @@ import zipfile
 from pathlib import Path
 
 import calc_core
+import calc_help
 
 PYODIDE_VERSION = "314.0.6"
 # The files of the npm package a page needs (no console, maps or typings).
@@ -126,7 +127,7 @@ def table_html(rows: list[dict]) -> str:
     return "".join(out)
 
 
-def field_html(f: dict, shown: bool) -> str:
+def field_html(f: dict, shown: bool, lang: str = "en") -> str:
     attrs = (f'data-flag="{html.escape(f["flag"])}" '
              f'name="{html.escape(f["dest"])}"'
              + (" data-model" if f.get("model") else "")
@@ -151,15 +152,17 @@ def field_html(f: dict, shown: bool) -> str:
         mode = ' inputmode="decimal"' if f["kind"] == "number" else ""
         ctl = (f'<input type="text" size="10"{mode} {attrs} '
                f'value="{html.escape(f["value"])}">')
-    tip = f' title="{html.escape(f["help"])}"' if f["help"] else ""
+    tip = calc_help.help_text(f["help"], lang)
+    tip = f' title="{html.escape(tip)}"' if tip else ""
     return f'<label{tip}><span>{html.escape(f["flag"])}</span> {ctl}</label>'
 
 
 def calculator_html(name: str, argv: list[str], shown: list[str] | None,
                     lang: str = "en") -> str:
-    """The calculator's box: the worked example (static), its form, and
-    the words the browser shows, all in the page's ``lang`` (a key of
-    ``calc_core.LABELS``; the same calculators.js for every edition)."""
+    """The calculator's box: the worked example (static), its form (the
+    options' tooltips: ``calc_help.HELP``), and the words the browser
+    shows, all in the page's ``lang`` (a key of ``calc_core.LABELS``; the
+    same calculators.js for every edition)."""
     say = calc_core.LABELS[lang]
     fields = calc_core.fields(name, argv)
     result = calc_core.run(name, argv)
@@ -168,8 +171,12 @@ def calculator_html(name: str, argv: list[str], shown: list[str] | None,
                          f"{result['error']}")
     show = {s.lstrip("-").replace("-", "_") for s in shown} if shown else None
     # the model picker is on every calculator whose command has one
-    form = "".join(field_html(f, show is None or f["dest"] in show
-                              or f.get("model", False)) for f in fields)
+    try:
+        form = "".join(field_html(f, show is None or f["dest"] in show
+                                  or f.get("model", False), lang)
+                       for f in fields)
+    except KeyError as e:
+        raise ValueError(e.args[0]) from None
     cmd = html.escape(shlex.join(["python", "-m", "labkit", name, *argv]))
     return (
         f'<div class="labkit-calculator" data-calculator="{html.escape(name)}"'
