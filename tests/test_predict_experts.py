@@ -37,6 +37,16 @@ def test_uniform_router_meets_the_estimate():
     assert b["dispatch_forward"] == k * t * h * 4
 
 
+def test_states_per_rank_ddp_and_fsdp_dense():
+    # 100 dense + 800 routed parameters, EP4 x DP2 on 8 ranks, fp32 Adam
+    ddp = X.states_per_rank(900, 800, ep=4, world=8)
+    assert ddp["parameters"] == 100 + 200
+    assert ddp["total"] == 300 * 16 and ddp["optimizer"] == 300 * 8
+    fsdp = X.states_per_rank(900, 800, 4, 8, (2, 2, 12), dense_sharded=True)
+    assert fsdp["parameters"] == 100 / 8 + 200
+    assert fsdp["total"] == (12.5 + 200) * 16
+
+
 @pytest.mark.parametrize("args, words", [
     ((6, 2, 4, 4), "experts=6 do not divide"),
     ((8, 9, 4, 4), "top_k=9"),

@@ -56,6 +56,22 @@ def test_balance_records_the_load(ranks):
         assert sum(steps[0]["load"][0]) == 2 * 8 * 16   # k x global tokens
 
 
+def test_states_per_rank_are_the_ledger(ranks):
+    """DDP dense part whole, E / ep experts, fp32 Adam: 16 bytes each."""
+    from labkit.predict import params as P
+    from labkit.predict.params_moe import moe_counts
+    from labkit.runs.experts import parser, record
+    a = record(parser().parse_args(["--hidden", str(H)]))
+    routed = a.moe_layers * moe_counts(a)["routed_layer"]
+    want = X.states_per_rank(P.count(a)["total"], routed, 2, 4)
+    for r in ranks:
+        for steps in r["balance"].values():
+            got = steps[-1]["states"]
+            assert got["numel"] == want["parameters"]
+            for k in ("params", "grads", "optimizer"):
+                assert got[k] == want[k], k
+
+
 def test_activations_per_rank_are_the_ledger(ranks):
     """Each EP rank keeps its router's tensors for its own tokens and its
     experts' for the rows it received: the ledger, to the byte."""

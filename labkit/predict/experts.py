@@ -30,6 +30,15 @@ receive buffer. With a uniform router ``S = R = k T`` and a fraction
 ``(ep - 1) / ep`` leaves the rank: the usual estimate ``k T h elt
 (ep - 1) / ep`` per all-to-all (DeepSpeed-MoE, Rajbhandari et al. 2022,
 Sec. 5; the exact figure needs the router's counts).
+
+Model states per rank under EP x DP (:func:`states_per_rank`): a rank
+holds ``E / ep`` of every MoE layer's routed experts (replicated over the
+``dp`` ranks that share its EP index) and the dense part (embedding,
+attention, norms, router, shared experts, head) whole when it is
+replicated (DDP, as lab 13 runs it), or ``1 / W`` of it when FSDP shards
+it over all ``W`` ranks; each parameter costs chapter 1's bytes per
+parameter (ZeRO, Rajbhandari et al. 2020, Sec. 3.1: 2 + 2 + 12 mixed
+Adam, 4 + 4 + 8 fp32 Adam).
 """
 from __future__ import annotations
 
@@ -85,6 +94,21 @@ def uniform_bytes(top_k: int, tokens: int, hidden: int, ep: int,
     """``k T h elt (ep - 1) / ep``: what leaves a rank per all-to-all when
     the router spreads tokens evenly and nothing is dropped."""
     return top_k * tokens * hidden * elt * (ep - 1) / ep
+
+
+def states_per_rank(total: int, routed: int, ep: int, world: int,
+                    per_param=(4, 4, 8), dense_sharded: bool = False
+                    ) -> dict:
+    """Model-state bytes one rank holds: ``total`` parameters of which
+    ``routed`` are routed experts (all MoE layers), experts over ``ep``,
+    the dense rest whole or (``dense_sharded``, FSDP) over ``world``;
+    ``per_param`` = (weight, gradient, optimizer) bytes per parameter."""
+    dense = total - routed
+    n = routed / ep + (dense / world if dense_sharded else dense)
+    w, g, o = per_param
+    return {"parameters": n, "dense": dense, "experts": routed / ep,
+            "params": n * w, "grads": n * g, "optimizer": n * o,
+            "total": n * (w + g + o)}
 
 
 def check(experts: int, top_k: int, ep: int, world: int,

@@ -53,7 +53,8 @@ def add_arguments(p) -> None:
     p.add_argument("--gpus", type=int, required=True)
     p.add_argument("--gpus-per-node", type=int, default=8)
     p.add_argument("--gpu", default="a100-80gb",
-                   help=f"GPU preset: {', '.join(GPUS)}")
+                   help=f"GPU preset: {', '.join(GPUS)}; also "
+                   "h800-80gb for a mixture of experts (--hf-config)")
     links = ", ".join(_coll.LINKS)
     p.add_argument("--intra-link", help=f"inside a node ({links})")
     p.add_argument("--inter-link", help="between nodes")

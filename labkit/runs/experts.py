@@ -22,7 +22,9 @@ the bytes through every all-to-all, forward and backward
 (:class:`labkit.measure.collectives.CollectiveCounter`); the bytes one
 dropless forward keeps for backward, per rank, with the rows each layer
 sent and received. Then ``--steps``
-Adam steps with the aux loss off and on record the per-expert load.
+Adam steps with the aux loss off and on record the per-expert load, and
+the last step the model states the rank holds (weights, gradients, Adam's
+two moments: :func:`states`).
 """
 from __future__ import annotations
 
@@ -170,6 +172,19 @@ def activations(base, ctx, mesh, a, c) -> dict:
                        for m in moe_blocks(model)]}
 
 
+def states(model, opt) -> dict:
+    """Bytes of the weights, gradients and Adam moments this rank holds
+    (the ledger's three terms; Adam's scalar ``step`` aside)."""
+    size = lambda t: t.numel() * t.element_size()
+    ps = list(model.parameters())
+    return {"params": sum(size(p) for p in ps),
+            "grads": sum(size(p.grad) for p in ps if p.grad is not None),
+            "optimizer": sum(size(st[k]) for st in opt.state.values()
+                             for k in ("exp_avg", "exp_avg_sq")
+                             if k in st),
+            "numel": sum(p.numel() for p in ps)}
+
+
 def balance(base, ctx, mesh, a, c, aux: float) -> list:
     """Per step: every layer's per-expert load over the whole world, on
     one fixed held-out batch (a new batch each step would add its own
@@ -192,6 +207,7 @@ def balance(base, ctx, mesh, a, c, aux: float) -> list:
         reduce_expert_grads(model.module, mesh.get_group("dp"),
                             ctx.world_size)
         opt.step()
+        held = states(model.module, opt)
         opt.zero_grad()
         with torch.no_grad():         # the load on one fixed batch
             model(held_out)
@@ -199,7 +215,8 @@ def balance(base, ctx, mesh, a, c, aux: float) -> list:
                              for m in moe_blocks(model.module)],
                             device=ctx.device)
         tdist.all_reduce(load)
-        loads.append({"loss": loss.item(), "load": load.tolist()})
+        loads.append({"loss": loss.item(), "load": load.tolist(),
+                      "states": held})
     return loads
 
 
