@@ -231,3 +231,16 @@ def test_a_cpu_state_fsdp1_does_not_move_is_still_seen():
             m(torch.ones(2, 4)).sum().backward()
     assert {p.device.type for p in m.parameters()} == {"cpu"}
     assert r.rules.violations and "a CPU tensor" in r.rules.violations[0]
+
+
+def test_the_meta_gpus_streams_record_events():
+    """FSDP2's HSDP (lab 3's ``fsdp2_hybrid``) asserts that its
+    all-reduce stream recorded an event on any device but the CPU; the
+    CPU's streams record none (``record_event`` returns None)."""
+    from labkit.rehearse.world import meta_device_module
+    m = meta_device_module()
+    assert m.current_device() == "meta"
+    for s in (m.Stream(), m.current_stream(), m.default_stream()):
+        assert s.record_event() is not None
+    with m.stream(m.Stream()):
+        assert m.current_stream().record_event() is not None

@@ -106,12 +106,27 @@ def meta_device_module():
     current device is ``meta``, as ``torch.cuda.current_device()`` is the
     rank's GPU: FSDP1 given ``device_id=meta`` (no index) takes the
     current device, and the CPU's would keep its flat parameters on the
-    CPU."""
+    CPU. And a stream records an event, as a CUDA stream does: the CPU's
+    ``record_event`` returns None, and FSDP2's HSDP asserts its
+    all-reduce's event on any device that is not the CPU."""
     import types
+
+    class Stream(torch.cpu.Stream):
+        def record_event(self, event=None):
+            event = event or torch.cpu.Event()
+            event.record(self)
+            return event
+    default = Stream()
+
+    def current_stream(device=None):
+        s = torch.cpu.current_stream()
+        return s if isinstance(s, Stream) else default
     mod = types.ModuleType("torch.meta")
     mod.__dict__.update({k: v for k, v in vars(torch.cpu).items()
                          if not k.startswith("__")})
     mod.current_device = lambda: "meta"
+    mod.Stream, mod.current_stream = Stream, current_stream
+    mod.default_stream = lambda device=None: default
     return mod
 
 
