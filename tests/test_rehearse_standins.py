@@ -212,7 +212,7 @@ def test_fsdp1_given_the_meta_gpu_keeps_its_flat_parameters_there():
     CPU tensor, so the stand-in moves it as ``nn.Module.to`` does."""
     assert not hasattr(torch, "meta")
     for strategy, rank in (("fsdp1_full_shard", 0),
-                           ("fsdp1_hybrid_shard", 3)):
+                           ("fsdp1_hybrid_shard", 3), ("fsdp2_hybrid", 3)):
         r, seen = _fsdp1_step(strategy, 4, rank)
         assert r.error is None and r.rules.violations == [], strategy
         assert seen == {"devices": {"meta"}, "loss": "meta"}, strategy
