@@ -179,3 +179,68 @@ def test_dtensor_caches_end_with_the_rank():
                 assert y.shape == (8, 4) and y.device.type == "meta"
             assert r.rules.violations == []
     assert names[0] != names[1]
+
+
+def _fsdp1_step(strategy: str, world_size: int, rank: int):
+    """One bf16 training step of the tiny GPT wrapped by ``labkit.wrap``
+    as lab 3 wraps it, on a rehearsed rank; the flat parameters' devices."""
+    from labkit import dist
+    from labkit.model import GPTConfig, rank_batches
+    from labkit.train import setup, train_step
+    cfg = GPTConfig(layers=1, hidden=32, heads=2, vocab=64, seq=8)
+    seen = {}
+
+    def main(argv):
+        ctx = dist.init()
+        model, opt, amp = setup(strategy, cfg, ctx, True, 0,
+                                bucket_cap_mb=25, shard_group=2)
+        seen["devices"] = {p.device.type for p in model.parameters()}
+        for x, y in rank_batches(cfg, 2 * world_size, ctx, 1, 0):
+            seen["loss"] = train_step(model, opt, x, y, amp).device.type
+    with rehearsed_rank(world_size, rank) as r:
+        r.main(main, [])
+    return r, seen
+
+
+def test_fsdp1_given_the_meta_gpu_keeps_its_flat_parameters_there():
+    """Lab 3's FSDP1 strategies get ``device_id=ctx.device`` (``meta``,
+    no index): FSDP1 then takes the device module's current device, as
+    it takes ``torch.cuda.current_device()`` on the node. The CPU's
+    (``torch.meta`` was ``torch.cpu``) kept every flat parameter on the
+    CPU, and the device rule fired on each all-gather; and FSDP1's move
+    of a unit (``param.data = param.to(device)``) is refused by a fake
+    CPU tensor, so the stand-in moves it as ``nn.Module.to`` does."""
+    assert not hasattr(torch, "meta")
+    for strategy, rank in (("fsdp1_full_shard", 0),
+                           ("fsdp1_hybrid_shard", 3), ("fsdp2_hybrid", 3)):
+        r, seen = _fsdp1_step(strategy, 4, rank)
+        assert r.error is None and r.rules.violations == [], strategy
+        assert seen == {"devices": {"meta"}, "loss": "meta"}, strategy
+        assert r.peak > 0
+    assert not hasattr(torch, "meta")
+
+
+def test_a_cpu_state_fsdp1_does_not_move_is_still_seen():
+    """The stand-in moves only what FSDP1 moves: a module wrapped
+    without ``device_id`` stays on the CPU, and its collective breaks
+    the device rule, as NCCL would refuse it."""
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    with rehearsed_rank(2, 0) as r:
+        with r.rules:
+            m = FSDP(torch.nn.Linear(4, 4), device_id=torch.device("cpu"))
+            m(torch.ones(2, 4)).sum().backward()
+    assert {p.device.type for p in m.parameters()} == {"cpu"}
+    assert r.rules.violations and "a CPU tensor" in r.rules.violations[0]
+
+
+def test_the_meta_gpus_streams_record_events():
+    """FSDP2's HSDP (lab 3's ``fsdp2_hybrid``) asserts that its
+    all-reduce stream recorded an event on any device but the CPU; the
+    CPU's streams record none (``record_event`` returns None)."""
+    from labkit.rehearse.world import meta_device_module
+    m = meta_device_module()
+    assert m.current_device() == "meta"
+    for s in (m.Stream(), m.current_stream(), m.default_stream()):
+        assert s.record_event() is not None
+    with m.stream(m.Stream()):
+        assert m.current_stream().record_event() is not None

@@ -6,7 +6,8 @@
 Files: ``node.py`` (the described node), ``world.py`` (one fake rank
 whose GPU is ``meta``), ``process.py`` (what the rank's own process would
 give it: its groups, globals, library state), ``autocast.py`` (CUDA's autocast on ``meta``),
-``nccl.py`` (CUDA's and NCCL's rules), ``labs.py`` (what each lab
+``fsdp.py`` (FSDP1's moves onto ``meta``), ``nccl.py`` (CUDA's and
+NCCL's rules), ``labs.py`` (what each lab
 rehearses without its notebook), ``hook.py`` (a notebook's ``launch()``
 under rehearsal), ``notebooks.py`` (a notebook executed through
 papermill, every cell, the ``gpu``-tagged ones too), ``run.py`` (the

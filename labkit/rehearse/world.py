@@ -37,6 +37,7 @@ from labkit import dist
 from labkit.dryrun.account import Tracker
 from labkit.dryrun.fake import fake_world
 from labkit.rehearse.autocast import patched_autocast
+from labkit.rehearse.fsdp import fsdp1_on_meta
 from labkit.rehearse.nccl import (NcclRules, object_collectives,
                                   watch_groups)
 from labkit.rehearse.process import FAKE, own_process
@@ -96,6 +97,37 @@ class Rank:
             sys.argv = argv0
         self.peak = tracker.peak
         self.not_rehearsed += self.rules.not_rehearsed
+
+
+def meta_device_module():
+    """``torch.meta``: the device module of ``meta``, the rank's GPU
+    (FSDP asks ``torch.<device type>`` for streams, events and the
+    current device). The CPU's, whose streams do nothing, except that the
+    current device is ``meta``, as ``torch.cuda.current_device()`` is the
+    rank's GPU: FSDP1 given ``device_id=meta`` (no index) takes the
+    current device, and the CPU's would keep its flat parameters on the
+    CPU. And a stream records an event, as a CUDA stream does: the CPU's
+    ``record_event`` returns None, and FSDP2's HSDP asserts its
+    all-reduce's event on any device that is not the CPU."""
+    import types
+
+    class Stream(torch.cpu.Stream):
+        def record_event(self, event=None):
+            event = event or torch.cpu.Event()
+            event.record(self)
+            return event
+    default = Stream()
+
+    def current_stream(device=None):
+        s = torch.cpu.current_stream()
+        return s if isinstance(s, Stream) else default
+    mod = types.ModuleType("torch.meta")
+    mod.__dict__.update({k: v for k, v in vars(torch.cpu).items()
+                         if not k.startswith("__")})
+    mod.current_device = lambda: "meta"
+    mod.Stream, mod.current_stream = Stream, current_stream
+    mod.default_stream = lambda device=None: default
+    return mod
 
 
 class _NoRebuild:
@@ -182,7 +214,7 @@ def rehearsed_rank(world_size: int, rank: int):
     import torch.distributed.device_mesh as dm
     real_mesh = dm.init_device_mesh
     with fake_world(world_size, rank, backend=FAKE), patched_autocast(), \
-            own_process(r.rules, real_mesh):
+            own_process(r.rules, real_mesh), fsdp1_on_meta(DEVICE):
         try:
             dist.init = lambda *a, **k: r.context()
             dist.save = save
@@ -190,9 +222,7 @@ def rehearsed_rank(world_size: int, rank: int):
             dist.sync = lambda ctx: None
             torch.Tensor.item = fake_item
             os.environ.update({k: str(v) for k, v in env.items()})
-            # the device module of ``meta`` (streams, events: FSDP2 asks
-            # torch.<device type>): the CPU's, whose streams do nothing
-            torch.meta = torch.cpu
+            torch.meta = meta_device_module()
             par.DistributedDataParallel.__init__ = ddp_with_fake_hook
             fsdp2._init_default_mesh = default_mesh
             tfsdp.fully_shard = fully_shard
