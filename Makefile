@@ -99,42 +99,26 @@ book: $(if $(LABS_FROM),$(STAMP),labs) web-tools
 
 # Strict build of the book, labs as committed (they are executed by nbval
 # below, once), both editions (the Chinese one from the English build's
-# cache: a Sphinx read and write, no execution; --english-only drops it),
-# run beside the tests: it executes its chapters one at a time, so it
-# takes one core while the tests take the rest; the tests that read its
-# HTML (the offline and link checks, the corrections, the Chinese pages,
-# the calculators' browser test) are scheduled last and wait for it
-# (conftest.py NEEDS_BOOK; its log is _build/book-strict.log, shown when
-# it fails). Then every test, the labs through nbval, and the catalog
-# check (tests/test_zh_catalogs.py: an English paragraph of a translated
-# page changed without its Chinese fails, page and paragraph named). Two
-# pytest-xdist workers, a test module or a notebook at a time
-# (conftest.py): one computes while the other waits. The two
-# environments install side by side (about 75 s each on 2 cores, from the
-# local caches); the apt installs of web-tools and grade-tools stay one
-# after the other (dpkg's lock).
-BOOK_RC := _build/book-strict.rc
+# cache: a Sphinx read and write, no execution; --english-only drops it);
+# then every test, the labs through nbval, the offline and link checks of
+# the HTML just built, and the catalog check (tests/test_zh_catalogs.py:
+# an English paragraph of a translated page changed without its Chinese
+# fails, page and paragraph named). Two pytest-xdist workers, a test module or
+# a notebook at a time (conftest.py): one computes while the other waits.
+# The two environments install side by side (about 75 s each on 2 cores,
+# from the local caches); the apt installs of web-tools and grade-tools
+# stay one after the other (dpkg's lock).
 test:
 	$(MAKE) --no-print-directory -j2 $(STAMP) $(CAI_STAMP)
 	$(MAKE) --no-print-directory web-tools grade-tools
-	@mkdir -p _build; rm -f _build/timeline.jsonl $(BOOK_RC) $(BOOK_RC).tmp
+	$(BIN)/python scripts/build_book.py --strict
 	@# where the time went (scripts/timeline.py): the longest units, the tail
-	@echo "make test: the strict book build runs beside the tests" \
-	  "(_build/book-strict.log)"
-	( $(BIN)/python scripts/build_book.py --strict \
-	    > _build/book-strict.log 2>&1; echo $$? > $(BOOK_RC).tmp; \
-	  mv $(BOOK_RC).tmp $(BOOK_RC) ) & book=$$!; \
-	LABKIT_BOOK_PENDING=$(CURDIR)/$(BOOK_RC) LABKIT_BOOK_BUILT=1 \
-	LABKIT_ZH_BUILT=1 LABKIT_TIMELINE=_build/timeline.jsonl \
+	rm -f _build/timeline.jsonl
+	LABKIT_BOOK_BUILT=1 LABKIT_ZH_BUILT=1 LABKIT_TIMELINE=_build/timeline.jsonl \
 		$(BIN)/python -m pytest tests labs --nbval-lax \
 		-n 2 --durations=40 -q; rc=$$?; \
-	wait $$book; b=$$(cat $(BOOK_RC) 2>/dev/null); \
-	grep -E '^book \((en|zh)\)' _build/book-strict.log; \
-	if [ "$$b" != 0 ]; then echo "make test: the strict book build" \
-	  "failed (exit $${b:-none}); the end of _build/book-strict.log:"; \
-	  tail -n 40 _build/book-strict.log; rc=1; fi; \
-	$(BIN)/python scripts/timeline.py _build/timeline.jsonl --top 15; \
-	exit $$rc
+		$(BIN)/python scripts/timeline.py _build/timeline.jsonl --top 15; \
+		exit $$rc
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest tests -q -m "not distributed"

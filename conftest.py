@@ -43,51 +43,6 @@ def _unit(nodeid: str) -> str:
     return SHARED.get(path, path)
 
 
-# make test builds the book (both editions, strict) beside the tests
-# (Makefile): the modules that read its HTML are scheduled last and wait
-# for it. LABKIT_BOOK_PENDING names the file the build's exit status
-# lands in when it ends.
-NEEDS_BOOK = ("tests/test_book_corrections.py", "tests/test_build_book.py",
-              "tests/test_calculators_browser.py",
-              "tests/test_offline_html.py", "tests/test_site_links.py",
-              "tests/test_student_build.py", "tests/test_zh_html.py")
-BOOK_LOG = "book-strict.log"   # beside the status file
-
-
-def book_last(items) -> None:
-    """The units that read the built book after every other (a stable
-    sort: each module's tests and each notebook's cells keep their order);
-    called by :func:`pytest_collection_modifyitems`."""
-    items.sort(key=lambda item: _unit(item.nodeid) in NEEDS_BOOK)
-
-
-def wait_for_book(timeout: float = 1800.0) -> None:
-    """Return once make test's book build has ended well; fail the test
-    with the build's last lines when it failed or never ended."""
-    status = os.environ.get("LABKIT_BOOK_PENDING")
-    if not status:
-        return
-    import time
-    end = time.monotonic() + timeout
-    while not os.path.exists(status):
-        if time.monotonic() > end:
-            pytest.fail(f"the book build beside the tests did not end in "
-                        f"{timeout:.0f} s", pytrace=False)
-        time.sleep(1.0)
-    rc = Path(status).read_text().strip()
-    if rc != "0":
-        log = Path(status).with_name(BOOK_LOG)
-        tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
-        pytest.fail(f"the strict book build failed (exit {rc}), "
-                    f"{log}:\n{tail}", pytrace=False)
-
-
-@pytest.fixture(autouse=True)
-def _the_built_book(request):
-    if _unit(request.node.nodeid) in NEEDS_BOOK:
-        wait_for_book()
-
-
 def pytest_xdist_make_scheduler(config, log):
     from xdist.scheduler import LoadScopeScheduling
 
@@ -227,4 +182,3 @@ def pytest_collection_modifyitems(config, items):
         if need > visible:
             item.add_marker(pytest.mark.skip(
                 reason=f"cell needs {need} CUDA GPU(s), {visible} visible"))
-    book_last(items)
