@@ -47,7 +47,7 @@ $(STAMP): requirements.txt pyproject.toml
 	@# CUDA=12.6 or TORCH_INDEX=URL override); a CPU machine: nothing here
 	TORCH_PIP="$$($(BIN)/python scripts/torch_build.py --explain)" || exit 1; \
 	  test -z "$$TORCH_PIP" || $(BIN)/python -m pip install -q $$TORCH_PIP
-	$(BIN)/python -m pip install -q --no-compile -r requirements.txt
+	$(BIN)/python -m pip install -q -r requirements.txt
 	$(BIN)/python -m pip install -q --no-deps -e .
 	touch $(STAMP)
 
@@ -68,7 +68,7 @@ CAI_PYTHON ?= $(shell sh scripts/cai_python.sh "" "$(PYTHON)" 2>/dev/null)
 CAI_VENV   := .venv-colossalai
 CAI_STAMP  := $(CAI_VENV)/.installed
 CAI_WHEELS ?= $(HOME)/.cache/labkit/wheels-colossalai
-CAI_PIP     = $(CAI_VENV)/bin/python -m pip install -q --no-compile --no-deps --no-index \
+CAI_PIP     = $(CAI_VENV)/bin/python -m pip install -q --no-deps --no-index \
 	--find-links $(CAI_WHEELS) -r requirements-colossalai.txt
 
 colossalai: $(CAI_STAMP)
