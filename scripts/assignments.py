@@ -247,7 +247,7 @@ def handouts(dest: Path, timeout: float = 600.0) -> list[Path]:
     masters, fresh = discover(), {}
     for name, master in masters.items():
         built = OUT / "student" / master.name
-        try:    # make test builds the book while its tests rebuild OUT
+        try:    # OUT may be rebuilt meanwhile (make assignments beside a build)
             if built.stat().st_mtime >= master.stat().st_mtime \
                     and not leaked(built):
                 dest.mkdir(parents=True, exist_ok=True)
