@@ -150,3 +150,51 @@ def test_missing_interpreter_fails_before_start(tmp_path):
         launch("labkit.runs.selftest", 2, timeout=5, run_dir=run_dir,
                python=tmp_path / "no-such-python")
     assert not run_dir.exists()
+
+
+def test_free_port_is_below_the_kernels_ephemeral_ports():
+    # the kernel gives ephemeral ports to every outgoing connection: one
+    # picked there can be taken before torchrun binds it (CI: EADDRINUSE)
+    import socket
+    from labkit.launch.rendezvous import ephemeral_range, free_port
+    low = ephemeral_range()[0]
+    for _ in range(20):
+        port = free_port()
+        assert 0 < port < low
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))
+
+
+def test_one_node_launch_tries_another_port_when_its_port_is_taken(
+        tmp_path, monkeypatch):
+    import socket
+    from labkit.launch import rendezvous
+    taken = socket.create_server(("127.0.0.1", 0))  # someone else's now
+    port = taken.getsockname()[1]
+    picked = []
+
+    def pick():
+        picked.append(port if not picked else real())
+        return picked[-1]
+    real = rendezvous.free_port
+    monkeypatch.setattr(rendezvous, "free_port", pick)
+    try:
+        res = launch("labkit.runs.selftest", 2, ["--mode", "ok"],
+                     timeout=120, run_dir=tmp_path / "r")
+    finally:
+        taken.close()
+    assert [r["rank"] for r in res] == [0, 1]
+    # the folder holds the second try's command, on another port
+    assert len(picked) == 2 and picked[1] != port
+    assert f"--master-port={picked[1]}" in \
+        (tmp_path / "r" / "command.txt").read_text()
+
+
+def test_port_taken_reads_the_rendezvous_line():
+    from labkit.launch.rendezvous import port_taken
+    assert port_taken("rendezvous at 127.0.0.1 failed: DistNetworkError: "
+                      "... code: -98, name: EADDRINUSE, message: address "
+                      "already in use")
+    assert not port_taken("rendezvous at 127.0.0.1 failed: "
+                          "DistStoreError: timed out")
+    assert not port_taken(None)

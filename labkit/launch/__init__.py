@@ -56,7 +56,7 @@ from pathlib import Path
 from labkit.launch import heartbeat
 from labkit.launch.causes import oom_kills, signal_name
 from labkit.launch.reaper import _kill_group, _kill_orphans, start, stop
-from labkit.launch.rendezvous import (check_nodes, free_port,
+from labkit.launch.rendezvous import (check_nodes, free_port, port_taken,
                                       rendezvous_failure, torchrun_flags,
                                       wait_for_endpoint)
 from labkit.launch.report import (LOG_TAIL_LINES, LaunchError,
@@ -118,8 +118,48 @@ def launch(module: str, nproc: int, args: list | tuple | dict = (), *,
     run_dir = run_dir or Path(
         tempfile.mkdtemp(prefix=module.rsplit(".", 1)[-1] + "-",
                          dir=_scratch()))
-    fresh_run_dir(run_dir)
+    what = f"{module} on {nproc} ranks" + (
+        f" (node {node_rank} of {nnodes}, rendezvous "
+        f"{endpoint[0]}:{endpoint[1]})" if endpoint else "")
+    for attempt in range(_PORT_TRIES):
+        fresh_run_dir(run_dir)
+        rc, guard_pid, oom_before = _run_torchrun(
+            python, module, argv, nproc, nnodes, node_rank, endpoint,
+            max_restarts, backend, run_dir, env, what, started, timeout)
+        rdzv = rendezvous_failure(run_dir / "torchrun.log", endpoint) \
+            if rc > 0 else None
+        # one node, nothing ran, its port taken between our pick and
+        # torchrun's bind: again on another port (the timeout still counts)
+        if not (endpoint is None and port_taken(rdzv)
+                and not _ranks_ran(run_dir)
+                and attempt + 1 < _PORT_TRIES
+                and time.monotonic() - started < timeout - 5):
+            break
+    if rc < 0:   # the guard itself was killed: torchrun died with it
+        raise LaunchError(failure_report(
+            run_dir, nproc, f"{what} failed: its guard (pid {guard_pid}) was "
+            f"killed by {signal_name(-rc)}; torchrun and every rank were "
+            "ended with it", oom_before))
+    if rc != 0:
+        if rdzv and not _ranks_ran(run_dir):  # one line: nothing else to see
+            raise LaunchError(f"{what}: {rdzv}; run folder {run_dir}")
+        # the ranks ran (a node died mid-run, say): their logs say why
+        raise LaunchError(failure_report(
+            run_dir, nproc, f"{what} failed (torchrun exit status {rc})"
+            + (f"; {rdzv}" if rdzv else ""), oom_before))
+    return _collect(run_dir, nproc, nnodes)
 
+
+# a one-node rendezvous whose port someone else took is tried this often
+_PORT_TRIES = 3
+
+
+def _run_torchrun(python, module, argv, nproc, nnodes, node_rank, endpoint,
+                  max_restarts, backend, run_dir, env, what, started,
+                  timeout) -> tuple[int, int, object]:
+    """Start torchrun under its guard and wait: ``(exit status, the
+    guard's pid, the OOM kills before)``; raises :class:`LaunchError` on
+    the timeout or a rank that stopped beating."""
     cmd = [python, "-m", "torch.distributed.run",
            f"--nproc-per-node={nproc}", *torchrun_flags(endpoint, nnodes,
                                                         node_rank, timeout),
@@ -138,9 +178,6 @@ def launch(module: str, nproc: int, args: list | tuple | dict = (), *,
     child_env["PYTHONPATH"] = checkout_pythonpath(child_env)
     child_env.update({k: str(v) for k, v in (env or {}).items()})
     (run_dir / "command.txt").write_text(" ".join(cmd) + "\n")
-    what = f"{module} on {nproc} ranks" + (
-        f" (node {node_rank} of {nnodes}, rendezvous "
-        f"{endpoint[0]}:{endpoint[1]})" if endpoint else "")
 
     oom_before = oom_kills()
     with open(run_dir / "torchrun.log", "wb") as log:
@@ -165,20 +202,7 @@ def launch(module: str, nproc: int, args: list | tuple | dict = (), *,
         finally:
             stop(proc)  # stragglers, if any
             _kill_orphans(run_dir)
-    if rc < 0:   # the guard itself was killed: torchrun died with it
-        raise LaunchError(failure_report(
-            run_dir, nproc, f"{what} failed: its guard (pid {proc.pid}) was "
-            f"killed by {signal_name(-rc)}; torchrun and every rank were "
-            "ended with it", oom_before))
-    if rc != 0:
-        rdzv = rendezvous_failure(run_dir / "torchrun.log", endpoint)
-        if rdzv and not _ranks_ran(run_dir):  # one line: nothing else to see
-            raise LaunchError(f"{what}: {rdzv}; run folder {run_dir}")
-        # the ranks ran (a node died mid-run, say): their logs say why
-        raise LaunchError(failure_report(
-            run_dir, nproc, f"{what} failed (torchrun exit status {rc})"
-            + (f"; {rdzv}" if rdzv else ""), oom_before))
-    return _collect(run_dir, nproc, nnodes)
+    return rc, proc.pid, oom_before
 
 
 class _Stuck(Exception):

@@ -7,6 +7,7 @@ to answer, and fails naming it.
 """
 from __future__ import annotations
 
+import random
 import re
 import socket
 import time
@@ -49,11 +50,53 @@ def wait_for_endpoint(host: str, port: int, timeout: float) -> None:
         time.sleep(0.5)
 
 
+# below this, ports belong to well-known services; a one-node rendezvous
+# takes a random port between it and the kernel's ephemeral range
+_LOWEST = 20000
+
+
+def ephemeral_range() -> tuple[int, int]:
+    """The ports the kernel hands out for outgoing connections."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range") \
+            .read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999              # Linux's default
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nobody listens on right now."""
+    """A TCP port on 127.0.0.1 that nobody listens on right now.
+
+    Picked at random below the kernel's ephemeral range: a port the kernel
+    handed out (bind to port 0) is handed out again, as the source port
+    of any process's next outgoing connection, between this call and
+    torchrun's bind, and the rendezvous then fails with EADDRINUSE (seen
+    in CI: two build-its' gloo connections at once). Another launcher may
+    still pick the same port; :func:`port_taken` tells the caller to try
+    again with another.
+    """
+    low = ephemeral_range()[0]
+    rng = random.SystemRandom()
+    for _ in range(64):
+        port = rng.randrange(_LOWEST, low) if low > _LOWEST + 1 else 0
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return s.getsockname()[1]
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def port_taken(rendezvous_line: str | None) -> bool:
+    """Whether a failed rendezvous (:func:`rendezvous_failure`'s line)
+    failed because its port was taken: a one-node launch tries again."""
+    return bool(rendezvous_line) and (
+        "EADDRINUSE" in rendezvous_line
+        or "address already in use" in rendezvous_line.lower())
 
 
 def torchrun_flags(endpoint, nnodes: int, node_rank: int,

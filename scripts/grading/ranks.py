@@ -46,12 +46,6 @@ from grading import proxy, rank_box
 from grading.hub import Hub
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _child(rank: int, world: int, link, argv: list[str],
            run_dir: Path, timeout_s: float) -> None:
     # everything inherited goes, the parent's channel to the grader first;
@@ -123,6 +117,7 @@ def fork_ranks(lab: str, source: str, config: dict, world_size: int,
     import torch  # noqa: F401 - imported once, here, for every rank
     import torch.distributed  # noqa: F401
     from labkit import buildit
+    from labkit.launch.rendezvous import free_port  # below ephemeral ports
     import labkit.runs.buildit  # noqa: F401
     h = buildit.harness(lab)
     cfg = {**h.CONFIG, **(config or {})}
@@ -134,7 +129,7 @@ def fork_ranks(lab: str, source: str, config: dict, world_size: int,
     argv = ["--lab", lab, "--config", json.dumps(cfg), "--code", str(code)]
     pids, mine = {}, []
     rank_timeout = float(cfg.get("rank_timeout_s", 30))
-    port = None if hub else _free_port()
+    port = None if hub else free_port()
     for r in range(world_size):
         if hub:
             (run_dir / f"r{r}" / "tmp").mkdir(parents=True, exist_ok=True)
