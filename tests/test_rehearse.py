@@ -18,6 +18,11 @@ from labkit.rehearse.labs import Launch, Plan
 from labkit.rehearse.node import describe
 
 
+# the first test of each profile pays for its whole rehearsal (CI: about
+# 370 s for gpu8 on 2 busy cores, near pytest's 600 s per test)
+pytestmark = pytest.mark.timeout(1500)
+
+
 @pytest.fixture(scope="module")
 def gpu8():
     return R.rehearse("gpu8")
