@@ -33,7 +33,7 @@ from labkit.measure.kineto import (  # noqa: F401  (re-exported)
 from labkit.measure.profiling_show import (  # noqa: F401 (re-exported)
     COLORS, plot_bars, plot_timeline, table)
 from labkit.measure.rank_breakdown import (  # noqa: F401 (re-exported)
-    KINDS, VIEWS, breakdown, combine, hta_split, top_ops)
+    KINDS, VIEWS, breakdown, combine, hta_split, mean_step, top_ops)
 
 
 def _one(f: Path, view: str = "launch") -> dict:
@@ -73,19 +73,6 @@ def analyze(run_dir: str | Path, jobs: int | None = None,
         seen[r["rank"]] = r["file"]
     ranks.sort(key=lambda r: r["rank"])
     return {"run_dir": str(run_dir), "ranks": ranks}
-
-
-def mean_step(report: dict, rank: int | None = None) -> dict[str, float]:
-    """Milliseconds per step of each kind, averaged over steps (and ranks)."""
-    rows = [s for r in report["ranks"] if rank in (None, r["rank"])
-            for s in r["steps"]]
-    if not rows:
-        raise ValueError(f"no steps for rank {rank}")
-    out = {k: sum(s[f"{k}_us"] for s in rows) / len(rows) / 1e3
-           for k in ("step", *KINDS, "comm_total", "overlap")}
-    out["overlap_pct"] = (100 * out["overlap"] / out["comm_total"]
-                          if out["comm_total"] else None)
-    return out
 
 
 # -- command line ------------------------------------------------------------

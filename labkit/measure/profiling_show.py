@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from labkit.measure.intervals import clip
 from labkit.measure.kineto import Trace
-
-KINDS = ("compute", "communication", "data", "other", "idle")
+from labkit.measure.rank_breakdown import KINDS, mean_step
 
 
 def table(report: dict) -> str:
@@ -61,7 +60,6 @@ def plot_bars(reports: dict, ax=None, unit: str = "ms"):
     labels, bottoms = [], []
     for label, rep in reports.items():
         for r in rep["ranks"]:
-            from labkit.measure.profiling import mean_step
             m = mean_step(rep, r["rank"])
             x = len(labels)
             labels.append(f"{label}\nrank {r['rank']}")

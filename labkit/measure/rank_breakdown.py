@@ -184,3 +184,16 @@ def top_ops(t: Trace, n: int = 5) -> list[dict]:
     comp = [r for r in rows if r["kind"] == "compute"][:n]
     comm = [r for r in rows if r["kind"] == "communication"][:n]
     return comp + comm
+
+
+def mean_step(report: dict, rank: int | None = None) -> dict[str, float]:
+    """Milliseconds per step of each kind, averaged over steps (and ranks)."""
+    rows = [s for r in report["ranks"] if rank in (None, r["rank"])
+            for s in r["steps"]]
+    if not rows:
+        raise ValueError(f"no steps for rank {rank}")
+    out = {k: sum(s[f"{k}_us"] for s in rows) / len(rows) / 1e3
+           for k in ("step", *KINDS, "comm_total", "overlap")}
+    out["overlap_pct"] = (100 * out["overlap"] / out["comm_total"]
+                          if out["comm_total"] else None)
+    return out
