@@ -244,3 +244,87 @@ def test_the_meta_gpus_streams_record_events():
         assert s.record_event() is not None
     with m.stream(m.Stream()):
         assert m.current_stream().record_event() is not None
+
+
+def test_a_barrier_is_lawful_on_the_nccl_world():
+    """``dist.barrier()`` all-reduces a tensor torch makes on the machine's
+    accelerator (``torch._C._get_accelerator()``): the GPU on the node,
+    the CPU here. The rank's code never chose it (lab 7's gpu8 cell was
+    failed for it); a CPU tensor the code passes is still seen."""
+    with rehearsed_rank(2, 0) as r:
+        with r.rules:
+            tdist.barrier()
+            assert r.rules.violations == []
+            tdist.all_reduce(torch.ones(1))
+    assert "all_reduce" in r.rules.violations[0] or \
+        "allreduce" in r.rules.violations[0]
+
+
+def test_deepspeed_raising_on_its_cpu_accelerator_is_a_limit():
+    """DeepSpeed makes its buffers on ``get_accelerator()``, chosen at
+    import: the CPU here, CUDA on the node, while the rank's GPU is the
+    meta device (lab 4's gpu8 cell: "assign a gradient with device type
+    'cpu' to a tensor with device type 'meta'"). Raised inside DeepSpeed
+    with a CPU accelerator, the rank's error says so and the launch is
+    listed as not rehearsed; raised in the rank's own code, it is not."""
+    import deepspeed.accelerator  # noqa: F401 - what the rank imported
+    from labkit.rehearse.hook import fake_limit, limit_reason
+    from labkit.rehearse.world import _deepspeed_here
+    ns = {}
+    exec(compile("def boom():\n    raise RuntimeError('assign a gradient')\n",
+                 "/venv/site-packages/deepspeed/runtime/engine.py", "exec"),
+         ns)
+    try:
+        ns["boom"]()
+    except RuntimeError as e:
+        note = _deepspeed_here(e)
+    assert note == " [DeepSpeed's accelerator here is the CPU]"
+    line = "launch x, rank 0: error: RuntimeError: assign a gradient" + note
+    assert fake_limit(line) and "CUDA on the node" in limit_reason(line)
+    try:
+        raise RuntimeError("assign a gradient")
+    except RuntimeError as e:
+        assert _deepspeed_here(e) == ""
+
+
+def test_fp8_is_judged_on_the_described_gpu(monkeypatch):
+    """Lab 14's gpu8 profile asks for a real FP8 GEMM: refused on this CPU,
+    it is the described node's GPU that decides under a rehearsal (an H100
+    has FP8 tensor cores, a T4 has not)."""
+    from labkit.checks.precision import fp8_unavailable
+    from labkit.rehearse.node import describe
+    assert describe("h100x8").fp8 and describe("h200").fp8
+    assert not describe("t4").fp8
+    monkeypatch.setenv("LABKIT_REHEARSE", "h100x8")
+    assert fp8_unavailable() is None
+    monkeypatch.setenv("LABKIT_REHEARSE", "t4")
+    assert "Tesla T4 (rehearsed)" in fp8_unavailable()
+
+
+def test_attention_on_the_meta_gpu_keeps_what_cudas_fused_kernels_keep():
+    """On CUDA, ``scaled_dot_product_attention`` runs FlashAttention (bf16)
+    or the memory-efficient kernel (fp32): neither keeps the seq x seq
+    scores. On ``meta`` torch picks the math composite, which does: lab
+    12's gpu8 launch was rehearsed at 201 GB (an OOM) where its dry run,
+    the ledger and the GPU hold 51 GB. In a rehearsed rank the fused
+    kernels run, with their meta functions and autograd formulas."""
+    import torch.nn.functional as F
+    from labkit.rehearse.attention import SDPA
+    saved = []
+
+    def attend(dtype):
+        saved.clear()
+        q, k, v = (torch.empty(1, 4, 512, 64, device="meta", dtype=dtype,
+                               requires_grad=True) for _ in range(3))
+        with torch.autograd.graph.saved_tensors_hooks(
+                lambda t: saved.append(tuple(t.shape)) or t, lambda t: t):
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        y.sum().backward()
+        assert q.grad.shape == q.shape
+        return type(y.grad_fn).__name__
+    with rehearsed_rank(2, 0):
+        assert "Flash" in attend(torch.bfloat16)
+        assert not any(s[-2:] == (512, 512) for s in saved), saved
+        assert "Efficient" in attend(torch.float32)
+        assert not any(s[-2:] == (512, 512) for s in saved), saved
+    assert F.scaled_dot_product_attention is SDPA     # restored

@@ -52,14 +52,19 @@ FAKE_LIMITS = ("DynamicOutputShapeException", "DataDependentOutputException",
                "UnsupportedOperatorException", "data is not allocated",
                "Cannot access data pointer", "Cannot copy out of meta",
                "cannot be converted to a Python", "NotImplementedError",
-               "Not implemented.")        # an op the fake group lacks
+               "Not implemented.",        # an op the fake group lacks
+               "DeepSpeed's accelerator here is the CPU",  # world.py
+               "the objects a peer pickled are values")    # nccl.py
 
 
 # what the first kinds mean, in words, for the "not rehearsed" line
 LIMIT_WORDS = {
     "DynamicOutputShapeException": "its output's shape depends on values "
     "(data-dependent)",
-    "DataDependentOutputException": "it reads values (data-dependent)"}
+    "DataDependentOutputException": "it reads values (data-dependent)",
+    "DeepSpeed's accelerator here is the CPU": "DeepSpeed makes its "
+    "buffers on its accelerator, chosen at import: CUDA on the node, the "
+    "CPU here, while the rank's GPU is the meta device"}
 
 
 def fake_limit(problem: str) -> bool:

@@ -43,6 +43,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 _P2P = {"send": "send", "recv_": "recv"}
+# a rank's error for an object a peer sent (hook.FAKE_LIMITS: not rehearsed)
+PEER_OBJECTS = "the objects a peer pickled are values no fake rank has"
 
 
 def _group_name(boxed) -> str | None:
@@ -76,7 +78,11 @@ class NcclRules(TorchDispatchMode):
         tensors = [t for t in flat if isinstance(t, torch.Tensor)]
         gloo = any(_group_name(g) in self.cpu_groups for g in flat
                    if isinstance(g, torch.ScriptObject))
-        for t in tensors if not gloo else ():   # gloo: CPU tensors lawful
+        # barrier's one-element tensor is torch's, made on the machine's
+        # accelerator (torch._C._get_accelerator(): the CPU here, the GPU
+        # on the node), never the rank's code's
+        own = name == "barrier"
+        for t in tensors if not (gloo or own) else ():   # gloo: CPU lawful
             if t.device.type != self.device.type:
                 where = ("a CPU tensor" if t.device.type == "cpu"
                          else f"a tensor on {t.device}")
@@ -157,11 +163,19 @@ def object_collectives(rules: NcclRules):
             object_list[i] = obj if i == me else pickle.loads(
                 pickle.dumps(obj))
         rules.not_rehearsed += n - 1
+    def recv_object_list(object_list, *args, **kwargs):
+        # the size of a peer's pickle is read with .item() (NaN here) and
+        # then the pickle itself: nothing to stand in with (lab 6's
+        # pipeline stages exchange their shapes this way at the first step)
+        raise RuntimeError(f"recv_object_list: {PEER_OBJECTS}")
     saved = [(c10d, "_get_object_coll_device", device_of),
              (c10d, "all_gather_object", gather),
-             (tdist, "all_gather_object", tdist.all_gather_object)]
+             (tdist, "all_gather_object", tdist.all_gather_object),
+             (c10d, "recv_object_list", c10d.recv_object_list),
+             (tdist, "recv_object_list", tdist.recv_object_list)]
     c10d._get_object_coll_device = object_device
     c10d.all_gather_object = tdist.all_gather_object = all_gather_object
+    c10d.recv_object_list = tdist.recv_object_list = recv_object_list
     try:
         yield
     finally:

@@ -20,6 +20,11 @@ from pathlib import Path
 NODES = Path(__file__).resolve().parent / "nodes"
 DEFAULT = "h100x8"
 _MEM = re.compile(r"(\d+)MiB\s*/\s*(\d+)MiB")
+# GPUs with FP8 tensor cores, by name: Ada (sm_89: L4, L40, L40S, RTX 40xx,
+# RTX 6000 Ada), Hopper (sm_90: H100, H200, H800, H20, GH200), Blackwell
+# (sm_100/120: B100, B200, GB200, B300, RTX 50xx); NVIDIA's CUDA GPU list
+_FP8 = re.compile(r"\b(H100|H200|H800|H20|GH200|L4|L40S?|B100|B200|GB200|"
+                  r"B300|RTX (40|50)\d0\w*|RTX 6000 Ada)\b")
 
 
 @dataclass
@@ -30,6 +35,12 @@ class Node:
     memory: int          # bytes per GPU
     driver: str | None
     source: str = ""     # the description's file
+
+    @property
+    def fp8(self) -> bool:
+        """FP8 tensor cores (sm_89 and later: Ada, Hopper, Blackwell),
+        from the GPU's name (nvidia-smi does not print the capability)."""
+        return bool(_FP8.search(self.gpu))
 
     def __str__(self) -> str:
         return (f"{self.gpus} x {self.gpu} ({self.memory / 1e9:.1f} GB, "

@@ -21,7 +21,8 @@ a norm -- come back as NaN and are counted (``r.not_rehearsed``); the
 report shows them as "not rehearsed", never as numbers. ``dist.save``
 keeps the record here; ``dist.close`` and ``dist.sync`` do nothing.
 ``torch.autocast("meta")`` is CUDA's autocast, stood in for
-(:mod:`labkit.rehearse.autocast`).
+(:mod:`labkit.rehearse.autocast`), and attention on ``meta`` runs the
+fused kernel CUDA would pick (:mod:`labkit.rehearse.attention`).
 
 What the rank's own process would give it -- its own groups, module
 globals and library state -- is :mod:`labkit.rehearse.process`.
@@ -36,6 +37,7 @@ import torch
 from labkit import dist
 from labkit.dryrun.account import Tracker
 from labkit.dryrun.fake import fake_world
+from labkit.rehearse.attention import cuda_attention
 from labkit.rehearse.autocast import patched_autocast
 from labkit.rehearse.fsdp import fsdp1_on_meta
 from labkit.rehearse.nccl import (NcclRules, object_collectives,
@@ -93,10 +95,37 @@ class Rank:
                 f = ours[-1]
                 self.error += (f" (at {f.filename.split('/labkit/')[-1]}"
                                f":{f.lineno})")
+            self.error += _deepspeed_here(e)
         finally:
             sys.argv = argv0
         self.peak = tracker.peak
         self.not_rehearsed += self.rules.not_rehearsed
+
+
+# what a rank's error says when DeepSpeed raised it on this machine's
+# accelerator (labkit.rehearse.hook.FAKE_LIMITS: not rehearsed)
+DEEPSPEED_ON_CPU = "DeepSpeed's accelerator here is the CPU"
+
+
+def _deepspeed_here(e: BaseException) -> str:
+    """A note when DeepSpeed's own code raised ``e`` while its accelerator
+    is this machine's CPU: DeepSpeed makes its buffers and gradients on
+    ``get_accelerator()`` (chosen at import: CUDA on the node), never on
+    the rank's GPU, which is ``meta`` here -- an error of the stand-in,
+    not of the rank's code."""
+    import sys
+    import traceback
+    frames = traceback.extract_tb(e.__traceback__)
+    last = max((i for i, f in enumerate(frames) if "/labkit/" in f.filename
+                and "/rehearse/" not in f.filename), default=-1)
+    if not any("/deepspeed/" in f.filename for f in frames[last + 1:]):
+        return ""
+    acc = sys.modules.get("deepspeed.accelerator")
+    try:
+        name = acc.get_accelerator().device_name() if acc else None
+    except Exception:  # noqa: BLE001 - no accelerator to ask
+        name = None
+    return f" [{DEEPSPEED_ON_CPU}]" if name == "cpu" else ""
 
 
 def meta_device_module():
@@ -170,6 +199,8 @@ def rehearsed_rank(world_size: int, rank: int):
            "LOCAL_WORLD_SIZE": min(world_size, 8), "GROUP_RANK": rank // 8}
     saved_env = {k: os.environ.get(k) for k in env}
     saved.append((torch.Tensor, "item", item))
+    saved.append((torch.accelerator, "current_stream",
+                  torch.accelerator.current_stream))
     import torch.distributed.fsdp._fully_shard._fully_shard as fsdp2
     saved += [(fsdp2, n, getattr(fsdp2, n)) for n in
               ("_init_default_mesh", "_get_device_from_mesh")]
@@ -214,7 +245,8 @@ def rehearsed_rank(world_size: int, rank: int):
     import torch.distributed.device_mesh as dm
     real_mesh = dm.init_device_mesh
     with fake_world(world_size, rank, backend=FAKE), patched_autocast(), \
-            own_process(r.rules, real_mesh), fsdp1_on_meta(DEVICE):
+            own_process(r.rules, real_mesh), fsdp1_on_meta(DEVICE), \
+            cuda_attention():
         try:
             dist.init = lambda *a, **k: r.context()
             dist.save = save
@@ -223,6 +255,11 @@ def rehearsed_rank(world_size: int, rank: int):
             torch.Tensor.item = fake_item
             os.environ.update({k: str(v) for k, v in env.items()})
             torch.meta = meta_device_module()
+            # FSDP2 waits on the accelerator's stream where it would on
+            # CUDA's (finalize_backward's unshard left without a wait):
+            # the accelerator of the node is the rank's GPU, meta here
+            torch.accelerator.current_stream = \
+                lambda device=None: torch.meta.current_stream()
             par.DistributedDataParallel.__init__ = ddp_with_fake_hook
             fsdp2._init_default_mesh = default_mesh
             tfsdp.fully_shard = fully_shard
