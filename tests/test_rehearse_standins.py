@@ -285,6 +285,12 @@ def test_deepspeed_raising_on_its_cpu_accelerator_is_a_limit():
         raise RuntimeError("assign a gradient")
     except RuntimeError as e:
         assert _deepspeed_here(e) == ""
+    # torch's own device lists know CUDA, not the meta device standing in
+    # for it (lab 14's ShardedGradScaler); "got cpu" is the rank's fault
+    assert fake_limit("rank 3: error: AssertionError: Expected supported "
+                      "device, got meta")
+    assert not fake_limit("rank 3: error: AssertionError: Expected "
+                          "supported device, got cpu")
 
 
 def test_fp8_is_judged_on_the_described_gpu(monkeypatch):

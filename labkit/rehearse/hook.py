@@ -42,6 +42,9 @@ import time
 from labkit.launch.report import LaunchError
 
 ENV, LOG = "LABKIT_REHEARSE", "LABKIT_REHEARSE_LOG"
+# a rank's error raised by DeepSpeed on this machine's CPU accelerator
+# (labkit.rehearse.world, which marks it)
+DEEPSPEED_ON_CPU = "DeepSpeed's accelerator here is the CPU"
 # flag -> the most a rehearsal runs (timings: none; training: two steps)
 CUTS = {"--steps": 2, "--time-steps": 0, "--timing-steps": 0,
         "--warmup": 0, "--iters": 1, "--repeats": 1, "--sweep-steps": 1}
@@ -54,7 +57,8 @@ FAKE_LIMITS = ("DynamicOutputShapeException", "DataDependentOutputException",
                "cannot be converted to a Python", "NotImplementedError",
                "Not implemented.",        # an op the fake group lacks
                "DeepSpeed's accelerator here is the CPU",  # world.py
-               "the objects a peer pickled are values")    # nccl.py
+               "the objects a peer pickled are values",    # nccl.py
+               "Expected supported device, got meta")  # torch's own list
 
 
 # what the first kinds mean, in words, for the "not rehearsed" line
@@ -62,6 +66,8 @@ LIMIT_WORDS = {
     "DynamicOutputShapeException": "its output's shape depends on values "
     "(data-dependent)",
     "DataDependentOutputException": "it reads values (data-dependent)",
+    "got meta": "torch accepts CUDA there, not the meta device that "
+    "stands for it (GradScaler's device check)",
     "DeepSpeed's accelerator here is the CPU": "DeepSpeed makes its "
     "buffers on its accelerator, chosen at import: CUDA on the node, the "
     "CPU here, while the rank's GPU is the meta device"}
@@ -145,6 +151,11 @@ def launch(module: str, nproc: int, args=(), *, python=None, nnodes=1,
     row["seconds"] = round(time.perf_counter() - t0, 1)
     limits = [p for p in res["problems"] if fake_limit(p)]
     limited = bool(limits) and len(limits) == len(res["problems"])
+    # DeepSpeed on its CPU accelerator: what follows (a CPU buffer in a
+    # collective, a rank stopped elsewhere) is the same stand-in's fault
+    ds = [p for p in res["problems"] if DEEPSPEED_ON_CPU in p]
+    if ds:
+        limits, limited = ds, True
     if limited:   # what fake tensors cannot do: listed, not a failure
         row["not_rehearsed"] = limit_reason(limits[0])
         row["problems"] = []

@@ -40,6 +40,7 @@ from labkit.dryrun.fake import fake_world
 from labkit.rehearse.attention import cuda_attention
 from labkit.rehearse.autocast import patched_autocast
 from labkit.rehearse.fsdp import fsdp1_on_meta
+from labkit.rehearse.hook import DEEPSPEED_ON_CPU
 from labkit.rehearse.nccl import (NcclRules, object_collectives,
                                   watch_groups)
 from labkit.rehearse.process import FAKE, own_process
@@ -102,9 +103,6 @@ class Rank:
         self.not_rehearsed += self.rules.not_rehearsed
 
 
-# what a rank's error says when DeepSpeed raised it on this machine's
-# accelerator (labkit.rehearse.hook.FAKE_LIMITS: not rehearsed)
-DEEPSPEED_ON_CPU = "DeepSpeed's accelerator here is the CPU"
 
 
 def _deepspeed_here(e: BaseException) -> str:
