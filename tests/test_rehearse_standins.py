@@ -334,3 +334,17 @@ def test_attention_on_the_meta_gpu_keeps_what_cudas_fused_kernels_keep():
         assert "Efficient" in attend(torch.float32)
         assert not any(s[-2:] == (512, 512) for s in saved), saved
     assert F.scaled_dot_product_attention is SDPA     # restored
+
+
+def test_a_launch_whose_lesson_is_time_is_listed_not_run(monkeypatch,
+                                                          tmp_path):
+    """Lab 8's hang cell stalls a rank for 10 x the timeout until the
+    process group's timeout ends the others: fake ranks have no timeout,
+    so the rank would sleep it all (the whole-notebook rehearsal waited
+    out its 1800 s cell limit). It is listed with its reason instead."""
+    import pytest
+    from labkit.rehearse.hook import NotRehearsed, launch
+    monkeypatch.setenv("LABKIT_REHEARSE", "h100x8")
+    monkeypatch.setenv("LABKIT_REHEARSE_LOG", str(tmp_path / "log.jsonl"))
+    with pytest.raises(NotRehearsed, match="stalls on purpose"):
+        launch("labkit.runs.hang", 2, {"stall_rank": 1, "sleep_s": 1e6})

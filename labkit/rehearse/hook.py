@@ -50,6 +50,13 @@ CUTS = {"--steps": 2, "--time-steps": 0, "--timing-steps": 0,
         "--warmup": 0, "--iters": 1, "--repeats": 1, "--sweep-steps": 1}
 
 
+# run modules whose lesson is time itself, which fake ranks do not have
+TIMED = {"labkit.runs.hang": "a rank stalls on purpose until the process "
+         "group's timeout (NCCL's watchdog) ends the others: a wait in "
+         "seconds, and the fake group has no timeout (lab 8's cell would "
+         "sleep its whole 10 x timeout here)"}
+
+
 # a rank's error that says what fake tensors cannot do, not a rule broken
 FAKE_LIMITS = ("DynamicOutputShapeException", "DataDependentOutputException",
                "UnsupportedOperatorException", "data is not allocated",
@@ -140,6 +147,8 @@ def launch(module: str, nproc: int, args=(), *, python=None, nnodes=1,
         reason = "several nodes: rehearsed as one node only"
     elif nproc > node.gpus:
         reason = f"needs >= {nproc} GPUs; the node has {node.gpus}"
+    elif module in TIMED:
+        reason = TIMED[module]
     if reason:
         row["not_rehearsed"] = reason
         _event(row)
