@@ -234,12 +234,26 @@ def atomic_step_dir(root: Path, step: int, meta: dict, is_writer: bool = True,
         ro = (getattr(e, "errno", None) == errno.EROFS
               or os.strerror(errno.EROFS) in str(e))
         what = (f"disk full at {root}" if full else f"read-only at {root}"
-                if ro else (str(e).splitlines() or [repr(e)])[0])
+                if ro else _first_line(e))
         raise CheckpointError(f"checkpoint of step {step} in {root} not "
                               f"written: {what}; the half-written folder was "
                               "removed, the last complete checkpoint is "
                               f"{latest_checkpoint(root)}") from e
     sync()
+
+
+def _first_line(e: BaseException) -> str:
+    """The error in one line: DCP's ``CheckpointException`` prints a dict of
+    wrapped exceptions per rank (its first line a pybind repr); the first
+    rank's own exception says what went wrong."""
+    failures = getattr(e, "failures", None)
+    if isinstance(failures, dict) and failures:
+        rank, wrapped = next(iter(sorted(failures.items())))
+        inner = wrapped[0] if isinstance(wrapped, tuple) else wrapped
+        if isinstance(inner, BaseException):
+            return f"rank {rank}: {type(inner).__name__}: " + (
+                str(inner).splitlines() or [""])[0]
+    return (str(e).splitlines() or [repr(e)])[0]
 
 
 def _write_json(path: Path, data: dict) -> None:

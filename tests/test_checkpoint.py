@@ -100,3 +100,20 @@ def test_damaged_newest_is_set_aside_and_named(root, how):
     assert (kept / "__0_0.distcp").exists()          # never deleted
     assert latest_checkpoint(root)[0] == 2          # never loaded again
     assert newest_good_checkpoint(root, say=said.append) == (found, [])
+
+
+def test_a_dcp_failure_says_the_ranks_own_error():
+    """DCP's CheckpointException prints a dict of wrapped exceptions per
+    rank, whose first line is a pybind repr (the gpu8 rehearsal showed
+    "not written: <pybind11_builtins...>"): the one line says the first
+    rank's own exception instead."""
+    import traceback
+    from torch.distributed.checkpoint.api import CheckpointException
+    from labkit.checkpoint import _first_line
+    e = CheckpointException("CheckpointException ranks:", {
+        3: (OSError("disk on fire"), traceback.StackSummary()),
+        1: (RuntimeError("Cannot access data pointer of Tensor\nmore"),
+            traceback.StackSummary())})
+    assert _first_line(e) == ("rank 1: RuntimeError: Cannot access data "
+                              "pointer of Tensor")
+    assert _first_line(ValueError("plain\nsecond")) == "plain"

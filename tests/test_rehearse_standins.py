@@ -348,3 +348,18 @@ def test_a_launch_whose_lesson_is_time_is_listed_not_run(monkeypatch,
     monkeypatch.setenv("LABKIT_REHEARSE_LOG", str(tmp_path / "log.jsonl"))
     with pytest.raises(NotRehearsed, match="stalls on purpose"):
         launch("labkit.runs.hang", 2, {"stall_rank": 1, "sleep_s": 1e6})
+
+
+def test_a_run_whose_flags_name_its_steps_keeps_them():
+    """The rehearsal shortens loops (``--steps`` to 2); lab 8's run kills a
+    rank in step ``--kill-step`` and refused the cut run ("--kill-step
+    must be a step of the run"): such a run keeps its steps. Data-loader
+    workers forked from the fake world are a limit, said in words."""
+    from labkit.rehearse.hook import cut, fake_limit, limit_reason
+    assert cut(["--steps", "20", "--repeats", "3"])[0] == \
+        ["--steps", "2", "--repeats", "1"]
+    assert cut(["--steps", "20", "--kill-step", "12"])[0] == \
+        ["--steps", "20", "--kill-step", "12"]
+    line = ("rank 0: error: RuntimeError: DataLoader worker (pid(s) 31266) "
+            "exited unexpectedly")
+    assert fake_limit(line) and "forks of this process" in limit_reason(line)

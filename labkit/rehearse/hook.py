@@ -48,6 +48,7 @@ DEEPSPEED_ON_CPU = "DeepSpeed's accelerator here is the CPU"
 # flag -> the most a rehearsal runs (timings: none; training: two steps)
 CUTS = {"--steps": 2, "--time-steps": 0, "--timing-steps": 0,
         "--warmup": 0, "--iters": 1, "--repeats": 1, "--sweep-steps": 1}
+STEP_FLAGS = {"--kill-step", "--every", "--at"}
 
 
 # run modules whose lesson is time itself, which fake ranks do not have
@@ -65,7 +66,8 @@ FAKE_LIMITS = ("DynamicOutputShapeException", "DataDependentOutputException",
                "Not implemented.",        # an op the fake group lacks
                "DeepSpeed's accelerator here is the CPU",  # world.py
                "the objects a peer pickled are values",    # nccl.py
-               "Expected supported device, got meta")  # torch's own list
+               "Expected supported device, got meta",  # torch's own list
+               "DataLoader worker (pid")   # forks of the fake world
 
 
 # what the first kinds mean, in words, for the "not rehearsed" line
@@ -73,6 +75,8 @@ LIMIT_WORDS = {
     "DynamicOutputShapeException": "its output's shape depends on values "
     "(data-dependent)",
     "DataDependentOutputException": "it reads values (data-dependent)",
+    "DataLoader worker (pid": "DataLoader's worker processes are forks "
+    "of this process, which holds the fake world",
     "got meta": "torch accepts CUDA there, not the meta device that "
     "stands for it (GradScaler's device check)",
     "DeepSpeed's accelerator here is the CPU": "DeepSpeed makes its "
@@ -102,8 +106,11 @@ def active() -> bool:
 def cut(argv: list[str]) -> tuple[list[str], list[str]]:
     """``argv`` with the loops of :data:`CUTS` shortened; the notes."""
     out, notes = list(argv), []
+    # a run whose other flags name its steps (lab 8 kills a rank in step
+    # --kill-step, checkpoints --every k) keeps all of them
+    keep = {"--steps"} if STEP_FLAGS & set(out) else set()
     for i, a in enumerate(out[:-1]):
-        if a in CUTS:
+        if a in CUTS and a not in keep:
             try:
                 n = int(out[i + 1])
             except ValueError:

@@ -14,7 +14,8 @@ error, so that every cell is seen, and each cell gets one status:
 - ``ran``: executed; its launches (module, world size, peak per GPU) are
   listed with it;
 - ``failure``: a launch raised (a device or NCCL rule, a CUDA OOM the
-  cell did not catch, a rank's error or exit status), or the cell's own
+  cell did not catch, a rank's error or exit status -- the last two only
+  when every cell before it completed), or the cell's own
   code is wrong (a name, an attribute, an import or a syntax error with
   every cell before it complete), or the lab's own parameter check
   (``check(lab, globals())``) refused the profile's values: one line
@@ -79,8 +80,13 @@ def _status(cell: dict, error, events: list, earlier: list) -> tuple:
     skipped = [e["not_rehearsed"] for e in events if "not_rehearsed" in e]
     if skipped:
         return "not rehearsed", f"launch not rehearsed: {skipped[0]}"
-    if ename == "LaunchError" or any(r in (evalue or "") for r in RULES) \
-            or any(e["problems"] for e in events):
+    rule = any(r in (evalue or "") for r in RULES) or any(
+        r in p for e in events for p in e["problems"] for r in RULES)
+    if ename == "LaunchError" or rule or any(e["problems"] for e in events):
+        if earlier and not rule:   # a rank's error on what an earlier
+            # cell did not make (lab 8's reshard reads cell 7's checkpoint)
+            return "not rehearsed", (f"after cell {earlier[-1]}, which did "
+                                     f"not complete: {line}")
         return "failure", line
     src = cell.get("source", "")
     src = "".join(src) if isinstance(src, list) else src
