@@ -253,7 +253,9 @@ def _first_line(e: BaseException) -> str:
         if isinstance(inner, BaseException):
             return f"rank {rank}: {type(inner).__name__}: " + (
                 str(inner).splitlines() or [""])[0]
-    return (str(e).splitlines() or [repr(e)])[0]
+    # the type too: a fake tensor's limit (DataDependentOutputException)
+    # may carry only an operator's repr
+    return f"{type(e).__name__}: " + (str(e).splitlines() or [repr(e)])[0]
 
 
 def _write_json(path: Path, data: dict) -> None:

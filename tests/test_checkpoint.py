@@ -116,4 +116,4 @@ def test_a_dcp_failure_says_the_ranks_own_error():
             traceback.StackSummary())})
     assert _first_line(e) == ("rank 1: RuntimeError: Cannot access data "
                               "pointer of Tensor")
-    assert _first_line(ValueError("plain\nsecond")) == "plain"
+    assert _first_line(ValueError("plain\nsecond")) == "ValueError: plain"

@@ -363,3 +363,8 @@ def test_a_run_whose_flags_name_its_steps_keeps_them():
     line = ("rank 0: error: RuntimeError: DataLoader worker (pid(s) 31266) "
             "exited unexpectedly")
     assert fake_limit(line) and "forks of this process" in limit_reason(line)
+    # lab 8: DCP gathers each rank's pickled save plan (fake objects in it)
+    line = ("rank 0: error: CheckpointError: checkpoint of step 5 in x not "
+            "written: RuntimeError: <pybind11_builtins.x object at 0x7f> is "
+            "not pickleable.")
+    assert fake_limit(line) and "save plan" in limit_reason(line)

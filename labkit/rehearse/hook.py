@@ -67,7 +67,8 @@ FAKE_LIMITS = ("DynamicOutputShapeException", "DataDependentOutputException",
                "DeepSpeed's accelerator here is the CPU",  # world.py
                "the objects a peer pickled are values",    # nccl.py
                "Expected supported device, got meta",  # torch's own list
-               "DataLoader worker (pid")   # forks of the fake world
+               "DataLoader worker (pid",   # forks of the fake world
+               "is not pickleable")        # DCP's plans hold fake objects
 
 
 # what the first kinds mean, in words, for the "not rehearsed" line
@@ -75,6 +76,8 @@ LIMIT_WORDS = {
     "DynamicOutputShapeException": "its output's shape depends on values "
     "(data-dependent)",
     "DataDependentOutputException": "it reads values (data-dependent)",
+    "is not pickleable": "DCP pickles each rank's save plan to gather "
+    "it, and a plan of fake tensors holds objects that do not pickle",
     "DataLoader worker (pid": "DataLoader's worker processes are forks "
     "of this process, which holds the fake world",
     "got meta": "torch accepts CUDA there, not the meta device that "
