@@ -49,12 +49,6 @@ $(STAMP): requirements.txt pyproject.toml
 	  test -z "$$TORCH_PIP" || $(BIN)/python -m pip install -q $$TORCH_PIP
 	$(BIN)/python -m pip install -q -r requirements.txt
 	$(BIN)/python -m pip install -q --no-deps -e .
-	@# jupyter-events asks for jsonschema[format-nongpl], whose IRI checker
-	@# (rfc3987-syntax) builds 38 lark grammars whenever jsonschema is
-	@# imported: 2.5 CPU-s in every process that reads a notebook (nbformat,
-	@# papermill, otter: each graded submission, each assignment build).
-	@# No schema here has an "iri" format; jsonschema skips the check without it.
-	$(BIN)/python -m pip uninstall -q -y rfc3987-syntax lark
 	touch $(STAMP)
 
 # Colossal-AI pins torch<=2.5.1: its own environment, used only by the
