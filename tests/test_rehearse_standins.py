@@ -368,3 +368,20 @@ def test_a_run_whose_flags_name_its_steps_keeps_them():
             "written: RuntimeError: <pybind11_builtins.x object at 0x7f> is "
             "not pickleable.")
     assert fake_limit(line) and "save plan" in limit_reason(line)
+
+
+def test_fit_to_gpu_reads_the_described_gpu(monkeypatch, capsys):
+    """Lab 1's gpu1 profile trims its model to the GPU (``fit_to_gpu``):
+    on this CPU the check refused ("needs a CUDA GPU") and the whole gpu1
+    notebook went unrehearsed; under a rehearsal the described node's GPU
+    decides: 24 layers fit an H200, a 16 GB T4 trains fewer."""
+    from labkit.checks.data_parallel import memory
+    model = {"layers": 24, "hidden": 2048, "heads": 16, "vocab": 50304,
+             "seq": 1024, "arch": "gpt"}
+    monkeypatch.setenv("LABKIT_REHEARSE", "h200")
+    assert memory("gpu1", [1], ["ddp"], model, 8, 5, fit_to_gpu=True)[2] \
+        == model
+    monkeypatch.setenv("LABKIT_REHEARSE", "t4")
+    small = memory("gpu1", [1], ["ddp"], model, 8, 5, fit_to_gpu=True)[2]
+    assert 0 < small["layers"] < 24
+    assert "Tesla T4 (rehearsed)" in capsys.readouterr().out

@@ -28,21 +28,18 @@ def memory(profile, world_sizes, strategies, model, global_batch, steps,
             "and fit_to_gpu prices the GPT block; use 'gpt' (the CPU "
             "profile runs 'llama')")
     if fit_to_gpu:   # read the GPU's memory now; ledger + activations fit
-        import torch
-        from labkit.device import name, total_memory
         from labkit.predict.memory import layers_that_fit
-        require(torch.cuda.is_available(), "fit_to_gpu needs a CUDA GPU")
-        gpu = torch.device("cuda", 0)
-        fit = layers_that_fit(total_memory(gpu), config.layers,
+        gpu, total = _first_gpu()
+        fit = layers_that_fit(total, config.layers,
                               config.hidden, config.heads, config.vocab,
                               config.seq, global_batch // min(world_sizes))
-        require(fit > 0, f"{name(gpu)} ({total_memory(gpu) / 1e9:.0f} GB): "
+        require(fit > 0, f"{gpu} ({total / 1e9:.0f} GB): "
                 f"not one layer of hidden {config.hidden}, seq {config.seq},"
                 f" batch {global_batch} fits; lower hidden, seq or "
                 "global_batch")
         if fit < config.layers:
-            print(f"{name(gpu)}: {config.layers} layers do not fit in "
-                  f"{total_memory(gpu) / 1e9:.0f} GB; training {fit}")
+            print(f"{gpu}: {config.layers} layers do not fit in "
+                  f"{total / 1e9:.0f} GB; training {fit}")
             model = {**model, "layers": fit}
             config = GPTConfig(**model)
     on_gpu = _profile(profile)
@@ -57,6 +54,21 @@ def memory(profile, world_sizes, strategies, model, global_batch, steps,
         for s in strategies:
             check_strategy(s, n)
     return backend, config, model
+
+
+def _first_gpu() -> tuple[str, float]:
+    """The first GPU's name and bytes; under a rehearsal, the described
+    node's (labkit.rehearse: gpu1 rehearsed for a T4 fits lab 1 to 16 GB)."""
+    import os
+    if os.environ.get("LABKIT_REHEARSE"):
+        from labkit.rehearse.node import describe
+        node = describe(os.environ["LABKIT_REHEARSE"])
+        return f"{node.gpu} (rehearsed)", float(node.memory)
+    import torch
+    from labkit.device import name, total_memory
+    require(torch.cuda.is_available(), "fit_to_gpu needs a CUDA GPU")
+    gpu = torch.device("cuda", 0)
+    return name(gpu), float(total_memory(gpu))
 
 
 def sharding(profile, world_size, shard_group, strategies, bucket_caps_mb,
