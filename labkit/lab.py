@@ -38,10 +38,10 @@ def ratio(measured, predicted):
 
 def describe_device(backend: str = "gloo") -> str:
     """``cpu (N cores)`` or the CUDA device name, for the records."""
-    if os.environ.get("LABKIT_REHEARSE"):   # fake ranks (labkit.rehearse)
-        from labkit.rehearse.node import describe
-        return f"cuda: {describe(os.environ['LABKIT_REHEARSE']).gpu} " \
-            "(rehearsed)"
+    from labkit.rehearse.node import rehearsed
+    node = rehearsed()              # fake ranks (labkit.rehearse)
+    if node:
+        return f"cuda: {node.gpu} (rehearsed)"
     if backend == "nccl":
         import torch
         return f"cuda: {torch.cuda.get_device_name(0)}"

@@ -385,3 +385,30 @@ def test_fit_to_gpu_reads_the_described_gpu(monkeypatch, capsys):
     small = memory("gpu1", [1], ["ddp"], model, 8, 5, fit_to_gpu=True)[2]
     assert 0 < small["layers"] < 24
     assert "Tesla T4 (rehearsed)" in capsys.readouterr().out
+
+
+def test_a_rehearsed_rank_writes_in_its_launchs_folder(tmp_path, monkeypatch):
+    """A real launch gives its ranks ``LABKIT_RUN_DIR`` (their heartbeats,
+    lab 8's steps.jsonl): rehearsed ranks wrote into the caller's working
+    directory instead (a notebook's: labs/ of the checkout). They write
+    into the launch's ``run_dir``, else a new folder under _build."""
+    import sys as _sys
+    from labkit.rehearse.node import describe
+    from labkit.rehearse.run import rehearse_ranks
+    (tmp_path / "writes_here.py").write_text(
+        "import os, pathlib\n"
+        "def main(argv=None):\n"
+        "    d = pathlib.Path(os.environ.get('LABKIT_RUN_DIR', '.'))\n"
+        "    (d / f\"r{os.environ['RANK']}.txt\").write_text('x')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    given = tmp_path / "run"
+    res = rehearse_ranks("writes_here", 2, [], describe(), ranks="all",
+                         run_dir=given)
+    assert not res["problems"] and sorted(p.name for p in given.iterdir()) \
+        == ["r0.txt", "r1.txt"]
+    rehearse_ranks("writes_here", 2, [], describe(), ranks="all")
+    assert list(cwd.iterdir()) == []
+    _sys.modules.pop("writes_here", None)

@@ -59,10 +59,9 @@ def memory(profile, world_sizes, strategies, model, global_batch, steps,
 def _first_gpu() -> tuple[str, float]:
     """The first GPU's name and bytes; under a rehearsal, the described
     node's (labkit.rehearse: gpu1 rehearsed for a T4 fits lab 1 to 16 GB)."""
-    import os
-    if os.environ.get("LABKIT_REHEARSE"):
-        from labkit.rehearse.node import describe
-        node = describe(os.environ["LABKIT_REHEARSE"])
+    from labkit.rehearse.node import rehearsed
+    node = rehearsed()
+    if node:
         return f"{node.gpu} (rehearsed)", float(node.memory)
     import torch
     from labkit.device import name, total_memory

@@ -26,10 +26,9 @@ RANKS_BACKENDS = (None, "gloo", "nccl")
 def fp8_unavailable() -> str | None:
     """Why ``torch._scaled_mm`` (a real FP8 GEMM) cannot run here, or None;
     under a rehearsal, on the described node's GPU (labkit.rehearse)."""
-    import os
-    if os.environ.get("LABKIT_REHEARSE"):
-        from labkit.rehearse.node import describe
-        node = describe(os.environ["LABKIT_REHEARSE"])
+    from labkit.rehearse.node import rehearsed
+    node = rehearsed()
+    if node:
         return None if node.fp8 else (f"{node.gpu} (rehearsed): FP8 tensor "
                                       "cores start at sm_89 (L4, H100)")
     import torch

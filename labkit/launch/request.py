@@ -20,9 +20,10 @@ MARKER = ".labkit-launch"
 def cuda_device_count() -> int:
     """Number of visible CUDA GPUs (0 without a CUDA build of torch);
     under a rehearsal, the described node's (:mod:`labkit.rehearse`)."""
-    if os.environ.get("LABKIT_REHEARSE"):
-        from labkit.rehearse.node import describe
-        return describe(os.environ["LABKIT_REHEARSE"]).gpus
+    from labkit.rehearse.node import rehearsed
+    node = rehearsed()
+    if node:
+        return node.gpus
     try:
         import torch
     except ImportError:  # pragma: no cover - torch is a hard requirement

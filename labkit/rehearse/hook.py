@@ -138,7 +138,7 @@ def _records(records: list) -> list:
 
 
 def launch(module: str, nproc: int, args=(), *, python=None, nnodes=1,
-           **_) -> list[dict]:
+           run_dir=None, **_) -> list[dict]:
     """:func:`labkit.launch.launch`, rehearsed (see the module doc)."""
     import sys
     from labkit.launch.request import as_argv
@@ -165,7 +165,8 @@ def launch(module: str, nproc: int, args=(), *, python=None, nnodes=1,
         raise NotRehearsed(f"{what}: not rehearsed: {reason}")
     argv, row["notes"] = cut(as_argv(args))
     t0 = time.perf_counter()
-    res = rehearse_ranks(module, nproc, argv, node, where=f"launch {what}")
+    res = rehearse_ranks(module, nproc, argv, node, where=f"launch {what}",
+                         run_dir=run_dir)
     row.update({k: res[k] for k in ("ranks", "problems", "oom")})
     row["seconds"] = round(time.perf_counter() - t0, 1)
     limits = [p for p in res["problems"] if fake_limit(p)]

@@ -47,6 +47,14 @@ class Node:
                 f"driver {self.driver})")
 
 
+def rehearsed() -> Node | None:
+    """The node a rehearsal describes (``LABKIT_REHEARSE`` names it), or
+    None outside one: what the course's GPU checks read instead of CUDA."""
+    import os
+    name = os.environ.get("LABKIT_REHEARSE")
+    return describe(name) if name else None
+
+
 def known() -> list[str]:
     return sorted(p.stem for p in NODES.glob("*.txt"))
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import json
 import math
+from pathlib import Path
 
 from labkit.rehearse.labs import CELLS, lab_plans
 from labkit.rehearse.node import describe
@@ -34,31 +35,43 @@ def _clean(x):
     return x
 
 
-def _rank(main, world_size, rank, argv):
+def _rank(main, world_size, rank, argv, run_dir):
     from labkit.rehearse.world import rehearsed_rank
-    with rehearsed_rank(world_size, rank) as r:
+    with rehearsed_rank(world_size, rank, run_dir) as r:
         r.main(main, argv)
     return r
 
 
+def _scratch_run_dir(module: str) -> Path:
+    import tempfile
+    root = Path(__file__).resolve().parents[2] / "_build" / "rehearse" / "runs"
+    root.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=module.rsplit(".", 1)[-1] + "-",
+                                 dir=root))
+
+
 def rehearse_ranks(module, world_size, argv, node, where="",
-                   ranks="auto") -> dict:
+                   ranks="auto", run_dir=None) -> dict:
     """The ranks of one launch of ``module`` (its ``main(argv)``):
     ``ranks="all"``, or ``"auto"``: rank 0 and the last, every rank when
     rank 0 sends or receives point to point (pairing is checked across
     all). Returns the ranks' rows, their records (a rank not rehearsed
     gets the last rehearsed rank's, marked ``rehearsed_as``), the
     problems (one line each) and ``oom``: the first rank whose peak
-    exceeds the node's memory, or None."""
+    exceeds the node's memory, or None. ``run_dir``: the ranks' folder
+    (``LABKIT_RUN_DIR``), as the launch's; default a new one under
+    ``_build/rehearse/runs`` (never the caller's working directory)."""
     from labkit.rehearse.nccl import deadlocks
     main = importlib.import_module(module).main
+    run_dir = str(run_dir or _scratch_run_dir(module))
+    Path(run_dir).mkdir(parents=True, exist_ok=True)
     out = {"ranks": [], "problems": [], "oom": None, "records": []}
     done: dict = {}
     order = list(range(world_size))
     todo = order if ranks == "all" else [0]
     while todo:
         for rank in todo:
-            done[rank] = _rank(main, world_size, rank, argv)
+            done[rank] = _rank(main, world_size, rank, argv, run_dir)
         todo = []
         if ranks == "auto" and len(done) == 1 and world_size > 1:
             todo = (order[1:] if done[0].rules.p2p

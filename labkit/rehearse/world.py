@@ -174,7 +174,7 @@ class _NoRebuild:
 
 
 @contextlib.contextmanager
-def rehearsed_rank(world_size: int, rank: int):
+def rehearsed_rank(world_size: int, rank: int, run_dir=None):
     """Rank ``rank`` of ``world_size``, fake, its GPU the ``meta`` device."""
     from torch._subclasses.fake_tensor import FakeTensor
     r = Rank(world_size, rank)
@@ -195,6 +195,8 @@ def rehearsed_rank(world_size: int, rank: int):
     # what torchrun gives every rank in its environment
     env = {"RANK": rank, "WORLD_SIZE": world_size, "LOCAL_RANK": rank % 8,
            "LOCAL_WORLD_SIZE": min(world_size, 8), "GROUP_RANK": rank // 8}
+    if run_dir is not None:   # the launch's folder, as labkit.launch sets it
+        env["LABKIT_RUN_DIR"] = run_dir
     saved_env = {k: os.environ.get(k) for k in env}
     saved.append((torch.Tensor, "item", item))
     saved.append((torch.accelerator, "current_stream",
