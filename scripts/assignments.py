@@ -22,7 +22,9 @@ called by scripts/build_book.py: the copy built here, or one made
 without running the solutions), never to the master.
 
 ``otter assign`` runs the solutions against their own tests (which executes
-the master, real runs included) and refuses a master whose solutions fail:
+the master, real runs included; a build-it's own run is deferred as in a
+student's jail, its hidden tests' rerun is not) and refuses a master whose
+solutions fail:
 this script then exits 1 and shows otter's output. So does a student cell
 that does not compile as handed out (``uncompilable``: e.g. a multi-line
 ``# SOLUTION`` turned into a broken skeleton) and a student notebook that
@@ -173,7 +175,12 @@ def build_all(masters: list[tuple[str, Path]], jobs: int,
     each within ``timeout`` seconds; one otter import for all:
     scripts/otter_once.py) and check what it made; one row per master."""
     from otter_once import assign_all
-    env = dict(os.environ, PYTHONPATH=checkout_pythonpath())
+    # a build-it's own run (the part's CONFIG) is deferred as in a student's
+    # jail: its hidden tests grade their own rerun (HIDDEN) of the key, and
+    # tests/test_buildit.py runs the key at CONFIG; the answer key keeps no
+    # outputs, so nothing shown is lost (one launch a build-it, ~18 CPU-s)
+    env = dict(os.environ, PYTHONPATH=checkout_pythonpath(),
+               LABKIT_BUILDIT_DEFER="1")
     with tempfile.TemporaryDirectory(prefix="assign-") as tmp:
         items = [(n, m, Path(tmp) / n) for n, m in masters]
         rows = {}

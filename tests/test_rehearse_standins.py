@@ -412,3 +412,86 @@ def test_a_rehearsed_rank_writes_in_its_launchs_folder(tmp_path, monkeypatch):
     rehearse_ranks("writes_here", 2, [], describe(), ranks="all")
     assert list(cwd.iterdir()) == []
     _sys.modules.pop("writes_here", None)
+
+
+def test_the_notebooks_own_measurement_runs_on_the_rehearsals_gpu(
+        monkeypatch):
+    """Lab 1 measures the activations kept per precision and recompute in
+    the notebook's own process. Its GPU profiles took ``cuda`` to be absent
+    and built the real-size model on this CPU (the gpu8 rehearsal was
+    killed at 13.3 GB). Under a rehearsal the kernel's device is the
+    stand-in GPU: fake tensors at the real size, CUDA's autocast and fused
+    attention, the ledger's ``cuda`` bytes, no real memory."""
+    import resource
+    from labkit.measure.activations import measure
+    from labkit.model import GPTConfig, arch_of, batch, build_arch
+    from labkit.predict import activations as A
+    from labkit.predict import activations_arch as AA
+    from labkit.recompute import apply
+    from labkit.rehearse.kernel import kernel_device
+    assert kernel_device("cpu").device.type == "cpu"
+    assert kernel_device("gpu8").kind == ("cuda" if torch.cuda.is_available()
+                                          else "cpu")
+    monkeypatch.setenv("LABKIT_REHEARSE", "h100x8")
+    assert kernel_device("cpu").device.type == "cpu"
+    on = kernel_device("gpu8")
+    assert (on.device.type, on.kind) == ("meta", "cuda")
+    config = GPTConfig(layers=24, hidden=2048, heads=16, vocab=50304,
+                       seq=1024, arch="gpt")        # lab 1's gpu8 model
+    record, mb = arch_of(config), 2
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    for prec in A.PRECISIONS:
+        for rc in A.RECOMPUTE:
+            with on.enter():
+                x, y = batch(config, mb, step=0, device=on.device)
+                with on.device:
+                    net = apply(build_arch(record), rc)
+                if prec == "fsdp_bf16":
+                    net = net.to(torch.bfloat16)
+                amp = (torch.autocast("meta", dtype=torch.bfloat16)
+                       if prec == "autocast_bf16" else None)
+                got = measure(net, x, y, amp, settle_s=0)
+            want = A.total(AA.saved(record, config.seq, mb, prec, rc,
+                                    strided_targets=not y.is_contiguous(),
+                                    device=on.kind))
+            # the fused kernels' meta functions also return their RNG
+            # state (uint64, 16-24 bytes a layer): nothing else differs
+            rng = sum(t[1] for t in got["tensors"] if "attention" in t[3]
+                      and t[0] in ("int64", "torch.uint64"))
+            assert got["total"] - rng == want, (prec, rc)
+            assert rng <= 24 * config.layers, (prec, rc, rng)
+    # 1.4B parameters in fp32 would be 5.6 GB: nothing real was made
+    grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss
+    assert grown < 1_000_000, f"{grown} KB"
+
+
+def test_fit_to_gpu_trims_the_rehearsed_cases_to_the_described_gpu():
+    """gpu1 rehearsed for a 16 GB T4: the notebook trains the layers the
+    GPU holds (fit_to_gpu), and so do the dry-run cases beside it; they
+    priced all 24 layers (44.8 GB) and failed a rehearsal the notebook
+    passed. An H100 holds all 24."""
+    from labkit.preflight import load_profile
+    from labkit.rehearse.labs import lab_plans
+    from labkit.rehearse.node import describe
+    import re
+    profile = {"memory": load_profile("gpu1")["memory"]}
+
+    def layers(gpu_bytes):   # the case's key names its config
+        return {int(re.search(r"layers=(\d+)", c.key[2]).group(1))
+                for c in lab_plans(profile, gpu_bytes)["memory"].cases}
+    t4 = layers(describe("t4").memory)
+    assert len(t4) == 1 and 0 < min(t4) < 24
+    assert layers(describe("h100x8").memory) == layers(None) == {24}
+
+
+def test_a_node_with_fewer_gpus_lists_the_lab_as_run_labs_skips_it():
+    """run_labs does not start a lab needing more GPUs than are visible;
+    the rehearsal of gpu1 for one T4 ran lab 11's notebook anyway (it has
+    launches) and failed on the lab's own check ("2 ranks need as many
+    GPUs; 1 are visible")."""
+    from labkit.rehearse import run as R
+    rep = R.rehearse("gpu1", "t4", only=["context_parallel", "memory"],
+                     cells=("context_parallel",))
+    assert rep["failures"] == []
+    assert "needs >= 2 GPUs" in rep["labs"]["context_parallel"]["listed"]
+    assert all(c["fits"] for c in rep["labs"]["memory"]["cases"])

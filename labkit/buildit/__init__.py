@@ -78,13 +78,16 @@ def harness(lab: str):
 
 
 def run(lab: str, *objs, sources: dict | None = None, config: dict | None
-        = None, timeout: float = TIMEOUT_S, run_dir=None) -> dict:
+        = None, timeout: float = TIMEOUT_S, run_dir=None,
+        defer: bool | None = None) -> dict:
     """Run the student's ``objs`` on real ranks; a plain dict of results.
 
     ``sources``: ``{name: source text}`` to run several implementations in
     one launch instead (tests); then the dict maps each name to its result.
     A crash, a deadlock or a timeout is a result too (``error``), so that
-    grading gives it 0 with the reason instead of stopping.
+    grading gives it 0 with the reason instead of stopping. ``defer``:
+    hand over the source without launching (default: ``DEFER`` in the
+    environment); a hidden test's rerun never defers.
     """
     from labkit.launch import LaunchError, launch
     if os.environ.get("LABKIT_BUILDIT_RANK"):
@@ -95,7 +98,9 @@ def run(lab: str, *objs, sources: dict | None = None, config: dict | None
     cfg = {**h.CONFIG, **(config or {})}
     many = sources is not None
     sources = sources if many else {"student": source_of(*objs)}
-    if os.environ.get(DEFER) == "1":
+    if defer is None:
+        defer = os.environ.get(DEFER) == "1"
+    if defer:
         out = {n: {"lab": lab, "config": cfg, "source": text, "error": None,
                    "ranks": [], "deferred": True}
                for n, text in sources.items()}
@@ -142,7 +147,8 @@ def collect(lab: str, cfg: dict, sources: dict, ranks: list) -> dict:
 def _rerun(lab: str, source: str) -> str:
     h = harness(lab)
     if RERUN is None:
-        got = run(lab, sources={"student": source}, config=h.HIDDEN)
+        got = run(lab, sources={"student": source}, config=h.HIDDEN,
+                  defer=False)
         got = got["student"]
     else:
         got = RERUN(lab, source)

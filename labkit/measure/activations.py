@@ -16,7 +16,10 @@ at their size then (FSDP resizes a freed unsharded weight to 0 bytes, so it
 counts 0). Parameters are not counted (they exist before the forward);
 autocast's bf16 copies of them are, and are labelled ``weight_cast``.
 Without recomputation, :func:`hooked_bytes` (the saved-tensor hooks, also
-deduplicated by storage, parameters aside) gives the same total.
+deduplicated by storage, parameters aside) gives the same total. Fake
+tensors count as well (their storages have sizes, not data): a rehearsal
+measures a real-size model on its stand-in GPU
+(:mod:`labkit.rehearse.kernel`).
 
 One race: a buffer handed to a collective (FSDP2's flat all-gather output)
 is freed by FSDP as soon as the collective is waited on, but gloo's worker
@@ -60,7 +63,7 @@ class _NewStorages(TorchDispatchMode):
                 and isinstance(args[0], torch.Tensor)
                 and _key(args[0]) in self.exclude)
         for t in (out if isinstance(out, (tuple, list)) else (out,)):
-            if isinstance(t, torch.Tensor) and t.device.type != "meta":
+            if isinstance(t, torch.Tensor):  # meta: a rehearsal's GPU
                 k = _key(t)
                 if k not in self.exclude and k not in self.seen:
                     self.seen[k] = (StorageWeakRef(t.untyped_storage()),

@@ -1,6 +1,7 @@
 """What the rehearsal runs of each lab, at the profile's real sizes.
 
     plans = lab_plans(load_profile("gpu8"))   # {lab: Plan}
+    plans = lab_plans(load_profile("gpu1"), gpu_bytes=describe("t4").memory)
 
 Three kinds, per lab:
 
@@ -67,11 +68,32 @@ def _context_parallel(p: dict) -> Plan:
 LAUNCHES = {"context_parallel": _context_parallel}
 
 
-def lab_plans(profile: dict) -> dict[str, Plan]:
+def fitted(p: dict, gpu_bytes: float | None) -> dict:
+    """Lab 1's ``fit_to_gpu``: the layers the described GPU holds, as the
+    notebook's check trains them (:mod:`labkit.checks.data_parallel`) and
+    preflight prices them. Without it the gpu1 rehearsal for a 16 GB T4
+    priced all 24 layers (44.8 GB, an OOM) where the notebook trains 4."""
+    if not p.get("fit_to_gpu") or gpu_bytes is None:
+        return p
+    from labkit.predict.memory import layers_that_fit
+    m = p["model"]
+    worlds = p.get("world_sizes") or [p.get("world_size", 1)]
+    fit = layers_that_fit(gpu_bytes, m["layers"], m["hidden"], m["heads"],
+                          m["vocab"], m["seq"],
+                          p["global_batch"] // min(worlds))
+    if fit < 1:      # the notebook refuses; preflight says so
+        return p
+    return {**p, "model": {**m, "layers": min(fit, m["layers"])}}
+
+
+def lab_plans(profile: dict, gpu_bytes: float | None = None
+              ) -> dict[str, Plan]:
+    """``gpu_bytes``: the described GPU's memory (what ``fit_to_gpu``
+    reads)."""
     from labkit.dryrun import labs as L
     out = {}
     for name, p in profile.items():
-        p = p or {}
+        p = fitted(p or {}, gpu_bytes)
         if name in LAUNCHES:
             out[name] = LAUNCHES[name](p)
         elif name in L.ADAPTERS:

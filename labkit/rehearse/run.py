@@ -175,7 +175,7 @@ def rehearse(profile_name: str, node_name: str | None = None,
            "cells": CELLS}
     import os
     from labkit.dryrun.cli import run_all
-    plans = lab_plans(profile)
+    plans = lab_plans(profile, node.memory)
     runs = {lab for lab, plan in plans.items() if not plan.listed and
             lab_ranks(profile[lab] or {}) <= node.gpus}
     cache: dict = {}    # one pool for every lab's cases
@@ -185,7 +185,8 @@ def rehearse(profile_name: str, node_name: str | None = None,
         if plan.listed and not (cells == "all" or lab in cells):
             out["labs"][lab] = {"listed": plan.listed}
             continue
-        if lab_ranks(profile[lab] or {}) > node.gpus and not plan.launches:
+        # as scripts/run_labs.py: a lab needing more GPUs is not started
+        if lab_ranks(profile[lab] or {}) > node.gpus:
             out["labs"][lab] = {"listed": f"needs >= "
                                 f"{lab_ranks(profile[lab])} GPUs; the node "
                                 f"has {node.gpus} (run_labs skips it)"}
