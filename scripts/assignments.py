@@ -17,9 +17,9 @@ For each master found, ``otter assign`` writes
 - ``_build/assignments/solution/NN_<lab>.ipynb``: the answer key (the
   notebook with solutions and every test), for instructors only.
 
-The book links each lab page to its student notebook (``handouts``,
-called by scripts/build_book.py: the copy built here, or one made
-without running the solutions), never to the master.
+The book links each lab page to its student notebook
+(scripts/handouts.py, called by scripts/build_book.py: the copy built
+here, or one made without running the solutions), never to the master.
 
 ``otter assign`` runs the solutions against their own tests (which executes
 the master, real runs included; a build-it's own run is deferred as in a
@@ -200,72 +200,6 @@ def build_all(masters: list[tuple[str, Path]], jobs: int,
 def build(name: str, master: Path, timeout: float) -> dict:
     """``build_all`` of one master."""
     return build_all([(name, master)], 1, timeout)[0]
-
-
-def _handouts(masters: dict[str, Path], dest: Path,
-              timeout: float) -> list[Path]:
-    """The student notebooks of ``masters`` in ``dest``, made by
-    ``otter assign --no-run-tests --no-pdfs`` (one otter import for all:
-    scripts/otter_once.py); what ``handout`` says."""
-    from otter_once import assign_all
-    env = dict(os.environ, PYTHONPATH=checkout_pythonpath())
-    with tempfile.TemporaryDirectory(prefix="handout-") as tmp:
-        items = [(n, m, Path(tmp) / n) for n, m in masters.items()]
-        done, zlog = assign_all(items, 1, timeout, False, env)
-        out = []
-        for name, master, folder in items:
-            student = folder / "out" / "student" / master.name
-            if not student.exists():
-                rc, seconds = done[name]
-                f = folder / "otter.log"
-                log = (f.read_text(errors="replace") if f.exists() else "") \
-                    or zlog
-                tail = log.strip().splitlines()[-1:] or ["no output"]
-                why = (f"no result after {seconds:.0f} s: killed"
-                       if rc is None else tail[0])
-                raise SystemExit(f"assignments: no student notebook for "
-                                 f"{name} (otter assign: {why[:200]})")
-            bad = leaked(student) or uncompilable(student)
-            if bad:
-                raise SystemExit(f"assignments: the student notebook of "
-                                 f"{name} is not fit to hand out: {bad[0]}")
-            find_notebook(student, name)
-            dest.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(student, dest / master.name)
-            out.append(dest / master.name)
-    return out
-
-
-def handout(name: str, master: Path, dest: Path,
-            timeout: float = 300.0) -> Path:
-    """The student notebook of one master in ``dest`` (what the book's lab
-    page links), made the way ``build`` makes it but without running the
-    solutions (``otter assign --no-run-tests``: seconds, no real runs):
-    ``make assignments`` is where the solutions are checked. The same
-    checks for leaks and cells that do not compile; a failure is one
-    line (SystemExit)."""
-    return _handouts({name: master}, dest, timeout)[0]
-
-
-def handouts(dest: Path, timeout: float = 600.0) -> list[Path]:
-    """Every master's student notebook in ``dest``: the copy ``make
-    assignments`` built (solutions checked) where it is newer than its
-    master, else a fresh ``handout`` (all of those in one otter)."""
-    masters, fresh = discover(), {}
-    for name, master in masters.items():
-        built = OUT / "student" / master.name
-        try:    # OUT may be rebuilt meanwhile (make assignments beside a build)
-            if built.stat().st_mtime >= master.stat().st_mtime \
-                    and not leaked(built):
-                dest.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(built, dest / master.name)
-                continue
-        except (OSError, ValueError):   # gone, or half written: make one
-            pass
-        fresh[name] = master
-    if fresh:
-        _handouts(fresh, dest, timeout)
-    return [dest / m.name for m in masters.values()]
 
 
 def main(argv=None) -> int:

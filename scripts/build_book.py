@@ -201,10 +201,10 @@ def stage(labs_from: Path | None, out: Path, partial: bool = False) -> Path:
 def stage_handouts(src: Path) -> list[Path]:
     """Each lab's assignment as handed out (no solutions, no hidden
     tests) in ``src/assignments``, where the lab page's "Assignment" cell
-    links it (a download): scripts/assignments.py ``handouts``."""
+    links it (a download): scripts/handouts.py."""
     sys.path.insert(0, str(ROOT / "scripts"))
-    import assignments
-    return assignments.handouts(src / "assignments")
+    import handouts
+    return handouts.handouts(src / "assignments")
 
 
 def student_edition(src: Path) -> None:

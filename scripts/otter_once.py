@@ -5,7 +5,7 @@
                            timeout=600, run_tests=True)
     # done: {name: (rc, seconds)}, rc None = killed at its time limit
 
-Used by scripts/assignments.py (``build`` and ``handouts``); not a command
+Used by scripts/assignments.py (``build``) and scripts/handouts.py; not a command
 of its own. Each master's results land in ``folder/out`` (what ``otter
 assign MASTER folder/out`` writes) and its output in ``folder/otter.log``.
 

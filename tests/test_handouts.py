@@ -1,7 +1,7 @@
 """Each lab page links its assignment as handed out, never the master.
 
 scripts/build_book.py stages every master's student notebook
-(scripts/assignments.py ``handouts``) in ``src/assignments``; the last
+(scripts/handouts.py) in ``src/assignments``; the last
 cell of each lab links it with a download role, so a self-learner who
 follows the link gets the questions and starter code, not the answers.
 """
@@ -14,6 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import assignments  # noqa: E402
+import handouts  # noqa: E402
 
 LABS = sorted((ROOT / "labs").glob("[0-9]*_*.ipynb"))
 
@@ -36,7 +37,7 @@ def test_every_lab_links_its_handout(lab):
 
 def test_a_handout_has_no_solution(tmp_path):
     name = "04_zero"
-    out = assignments.handout(name, assignments.discover()[name], tmp_path)
+    out = handouts.handout(name, assignments.discover()[name], tmp_path)
     assert out == tmp_path / f"{name}.ipynb"
     assert assignments.leaked(out) == []
     cells = json.loads(out.read_text())["cells"]
