@@ -495,3 +495,20 @@ def test_a_node_with_fewer_gpus_lists_the_lab_as_run_labs_skips_it():
     assert rep["failures"] == []
     assert "needs >= 2 GPUs" in rep["labs"]["context_parallel"]["listed"]
     assert all(c["fits"] for c in rep["labs"]["memory"]["cases"])
+
+
+def test_another_environments_interpreter_is_not_this_one(tmp_path,
+                                                          monkeypatch):
+    """Lab 9 launches its ranks with .venv-colossalai's python, a link to
+    the same base interpreter as .venv's: the rehearsal took it for its
+    own and ran Colossal-AI's ranks where Colossal-AI is not installed."""
+    import os
+    import pytest
+    from labkit.rehearse import hook
+    venv = tmp_path / ".venv-other" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "python").symlink_to(os.path.realpath(sys.executable))
+    monkeypatch.setenv("LABKIT_REHEARSE", "h100x8")
+    monkeypatch.delenv("LABKIT_REHEARSE_LOG", raising=False)
+    with pytest.raises(hook.NotRehearsed, match="another interpreter"):
+        hook.launch("labkit.runs.colossalai", 8, {}, python=str(venv / "python"))

@@ -68,7 +68,11 @@ FAKE_LIMITS = ("DynamicOutputShapeException", "DataDependentOutputException",
                "the objects a peer pickled are values",    # nccl.py
                "Expected supported device, got meta",  # torch's own list
                "DataLoader worker (pid",   # forks of the fake world
-               "is not pickleable")        # DCP's plans hold fake objects
+               "is not pickleable",        # DCP's plans hold fake objects
+               "the fake rank's process crashed",   # isolate.CRASHED
+               # the same defect, caught before it crashes (lab 5's DTensor
+               # block on meta: isolate.py); "meta" is the stand-in's only
+               'the storage of a tensor on device "meta"')
 
 
 # what the first kinds mean, in words, for the "not rehearsed" line
@@ -82,6 +86,12 @@ LIMIT_WORDS = {
     "of this process, which holds the fake world",
     "got meta": "torch accepts CUDA there, not the meta device that "
     "stands for it (GradScaler's device check)",
+    'on device "meta"': "torch's fake tensors on the meta device lost a "
+    "storage (a DTensor split on meta; the same defect also ends the "
+    "process, see labkit.rehearse.isolate)",
+    "the fake rank's process crashed": "torch's code under fake tensors "
+    "on the meta device ended the rank's process (a signal); the rank's "
+    "Python code cannot, and on the GPU it runs real tensors",
     "DeepSpeed's accelerator here is the CPU": "DeepSpeed makes its "
     "buffers on its accelerator, chosen at import: CUDA on the node, the "
     "CPU here, while the rank's GPU is the meta device"}
@@ -149,8 +159,10 @@ def launch(module: str, nproc: int, args=(), *, python=None, nnodes=1,
     row = {"module": module, "world_size": nproc, "problems": [],
            "oom": None, "ranks": [], "notes": []}
     reason = None
-    if python and os.path.realpath(python) != os.path.realpath(
-            sys.executable):
+    # another environment's interpreter (lab 9's .venv-colossalai): its
+    # own bin folder, even where both link to one base Python
+    if python and os.path.dirname(os.path.abspath(python)) != \
+            os.path.dirname(os.path.abspath(sys.executable)):
         reason = (f"runs in another interpreter ({python}); fake ranks run "
                   "in this one")
     elif nnodes != 1:

@@ -106,6 +106,7 @@ def rehearse_notebook(lab: str, params: dict, profile: str, node,
     import nbformat
     import papermill as pm
     from nbclient import NotebookClient
+    from nbclient.exceptions import DeadKernelError
     from labkit.launch.request import checkout_pythonpath
     nb_path = nb_path or notebook(lab)
     out = {"notebook": nb_path.name, "cells": []}
@@ -160,12 +161,26 @@ def rehearse_notebook(lab: str, params: dict, profile: str, node,
         os.environ.update(env)
         os.environ["PYTHONPATH"] = checkout_pythonpath(dict(os.environ))
         t0 = time.perf_counter()
+        started = {}
+
+        def start(cell, cell_index, **_):
+            started.update(cell=cell, index=cell_index - sum(
+                i < cell_index for i in injected))
         try:
             NotebookClient(nb, timeout=CELL_TIMEOUT_S, allow_errors=True,
                            interrupt_on_timeout=True,
                            kernel_name="python3",
                            resources={"metadata": {"path": str(nb_path.parent)}},
+                           on_cell_start=start,
                            on_cell_executed=executed).execute()
+        except DeadKernelError:   # killed (memory) or crashed: one line
+            out["cells"].append({
+                "cell": started.get("index"),
+                "id": started.get("cell", {}).get("id"),
+                "tags": [], "status": "failure", "launches": [],
+                "reason": "the kernel died while executing this cell "
+                "(killed, e.g. out of the machine's memory, or crashed); "
+                "the cells after it were not executed"})
         finally:
             for k, v in saved.items():
                 if v is None:

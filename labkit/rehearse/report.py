@@ -36,7 +36,9 @@ def table(report: dict) -> str:
         for la in res.get("launches", []):
             peak = max((r["peak_bytes"] for r in la["ranks"]), default=0)
             lines.append(f"  launch {la['module']} x {la['world_size']}: "
-                         + (la.get("skipped") or
+                         + (la.get("skipped") or (
+                            "not rehearsed: " + la["not_rehearsed"]
+                            if la.get("not_rehearsed") else None) or
                             f"{len(la['ranks'])} ranks, peak "
                             f"{peak / 1e9:.1f} GB per GPU, "
                             f"{sum(r['not_rehearsed'] for r in la['ranks'])}"

@@ -36,10 +36,9 @@ def _clean(x):
 
 
 def _rank(main, world_size, rank, argv, run_dir):
-    from labkit.rehearse.world import rehearsed_rank
-    with rehearsed_rank(world_size, rank, run_dir) as r:
-        r.main(main, argv)
-    return r
+    """One rank, in a forked child (:mod:`labkit.rehearse.isolate`)."""
+    from labkit.rehearse.isolate import rank_apart
+    return rank_apart(main, world_size, rank, argv, run_dir)
 
 
 def _scratch_run_dir(module: str) -> Path:
@@ -74,7 +73,7 @@ def rehearse_ranks(module, world_size, argv, node, where="",
             done[rank] = _rank(main, world_size, rank, argv, run_dir)
         todo = []
         if ranks == "auto" and len(done) == 1 and world_size > 1:
-            todo = (order[1:] if done[0].rules.p2p
+            todo = (order[1:] if done[0].p2p
                     else [world_size - 1])
     for rank, r in sorted(done.items()):
         out["ranks"].append({"rank": rank, "peak_bytes": r.peak,
@@ -84,14 +83,14 @@ def rehearse_ranks(module, world_size, argv, node, where="",
             out["problems"].append(f"{where}, rank {rank}: error: "
                                    f"{r.error}")
         out["problems"] += [f"{where}: device rule: {v}"
-                            for v in r.rules.violations[:1]]
+                            for v in r.violations[:1]]
         if r.peak > node.memory and out["oom"] is None:
             out["oom"] = {"rank": rank, "peak": r.peak}
     # pairing holds for whole logs: a rank that stopped on an error (said
     # above) posted only part of its sends and receives
     if len(done) == world_size and not any(r.error for r in done.values()):
         out["problems"] += [f"{where}: nccl rule: {d}" for d in
-                            deadlocks({k: r.rules.p2p
+                            deadlocks({k: r.p2p
                                        for k, r in done.items()})]
     stand_in = done[max(done)].record or {}
     out["records"] = [done[i].record if i in done else
@@ -112,6 +111,10 @@ def rehearse_launch(lab, launch, node) -> dict:
     res = rehearse_ranks(launch.module, launch.world_size,
                          as_argv(launch.params), node, where, ranks="all")
     row["ranks"], row["problems"] = res["ranks"], res["problems"]
+    from labkit.rehearse.hook import fake_limit, limit_reason
+    if row["problems"] and all(fake_limit(p) for p in row["problems"]):
+        row["not_rehearsed"] = limit_reason(row["problems"][0])
+        row["problems"] = []      # what fake tensors cannot do: listed
     if res["oom"]:
         row["problems"].append(
             f"{where}, rank {res['oom']['rank']}: device memory: peak "
