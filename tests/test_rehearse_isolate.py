@@ -56,3 +56,24 @@ def test_a_dead_kernel_is_one_failing_cell(tmp_path):
     assert rows[1]["status"] == "failure"
     assert "kernel died" in rows[1]["reason"]
     assert 2 not in rows
+
+
+def _sleeps(argv=None):
+    import time
+    time.sleep(60)
+
+
+def test_an_interrupted_wait_leaves_no_child(tmp_path):
+    """A cell's timeout interrupts the kernel while it waits for a rank:
+    the child goes with it (no process outlives its launcher)."""
+    import os
+    import signal
+    import threading
+    import psutil
+    import pytest
+    me = psutil.Process()
+    timer = threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        rank_apart(_sleeps, 2, 0, [], str(tmp_path))
+    assert me.children() == []

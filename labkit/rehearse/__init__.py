@@ -7,7 +7,9 @@ Files: ``node.py`` (the described node), ``world.py`` (one fake rank
 whose GPU is ``meta``), ``process.py`` (what the rank's own process would
 give it: its groups, globals, library state), ``autocast.py`` (CUDA's autocast on ``meta``),
 ``fsdp.py`` (FSDP1's moves onto ``meta``), ``nccl.py`` (CUDA's and
-NCCL's rules), ``labs.py`` (what each lab
+NCCL's rules), ``isolate.py`` (each rank in a forked child: a crash of
+torch under fake tensors is one rank's line), ``kernel.py`` (the device a
+notebook's own measurement uses: the fake GPU), ``labs.py`` (what each lab
 rehearses without its notebook), ``hook.py`` (a notebook's ``launch()``
 under rehearsal), ``notebooks.py`` (a notebook executed through
 papermill, every cell, the ``gpu``-tagged ones too), ``run.py`` (the

@@ -15,7 +15,8 @@ caller (after the run module is imported); what it gives back is plain
 data through a pipe. A child killed by a signal is the rank's error
 :data:`CRASHED`, a limit of the stand-in: a rank's Python code cannot end
 its process that way, and on the GPU the same code runs real tensors. The
-rank's printed lines are copied to the caller's stdout.
+rank's printed lines are copied to the caller's stdout; a caller
+interrupted while it waits (a cell's timeout) kills the child first.
 
 A child that autograd refuses after the fork (the caller ran backward on
 a device thread before: PyTorch's "Autograd and Fork") is run again in the
@@ -70,7 +71,11 @@ def _child(write_fd, main, world_size, rank, argv, run_dir) -> None:
                                         run_dir))
         except BaseException as e:  # noqa: BLE001 - sent to the caller
             payload = ("raised", f"{type(e).__name__}: {e}")
-        data = pickle.dumps((*payload, out.getvalue()))
+        try:
+            data = pickle.dumps((*payload, out.getvalue()))
+        except Exception as e:  # noqa: BLE001 - said, not lost
+            data = pickle.dumps(("raised", "its result does not pickle: "
+                                 f"{type(e).__name__}: {e}", ""))
         with os.fdopen(write_fd, "wb") as f:
             f.write(data)
     finally:
@@ -97,15 +102,21 @@ def rank_apart(main, world_size, rank, argv, run_dir) -> RankResult:
         os.close(read_fd)
         _child(write_fd, main, world_size, rank, argv, run_dir)
     os.close(write_fd)
-    with os.fdopen(read_fd, "rb") as f:
-        data = f.read()
-    _, status = os.waitpid(pid, 0)
-    if os.WIFSIGNALED(status) or not data:
-        why = (signal.Signals(os.WTERMSIG(status)).name
-               if os.WIFSIGNALED(status) else
-               f"exit status {os.WEXITSTATUS(status)}, no result")
+    try:
+        with os.fdopen(read_fd, "rb") as f:
+            data = f.read()
+        _, status = os.waitpid(pid, 0)
+    except BaseException:   # interrupted (a cell's timeout): no orphan
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        raise
+    if os.WIFSIGNALED(status):
+        why = signal.Signals(os.WTERMSIG(status)).name
         return RankResult(error=f"{CRASHED} ({why}) in torch's code under "
                           "fake tensors")
+    if not data:
+        raise RuntimeError(f"rank {rank} of the rehearsal gave no result "
+                           f"(exit status {os.WEXITSTATUS(status)})")
     kind, value, printed = pickle.loads(data)
     if printed:
         sys.stdout.write(printed)
