@@ -261,8 +261,11 @@ def test_killed_rerun_leaves_nothing_running_and_keeps_the_last_run(
         for p in runners.values():
             p.kill()
     term, kill = (outs[s] / "cpu" for s in (signal.SIGTERM, signal.SIGKILL))
-    assert [d.name.split(".")[-1] for d in sorted(term.iterdir())] == [
-        "fake", "interrupted"]                      # labelled by the runner
+    # the runs, labelled by the runner; runner.log (labfaults.runner_log)
+    # is there when nbclient or asyncio logged something as the kernel
+    # died, which depends on the machine's load (a CI run saw it)
+    assert [d.name.split(".")[-1] for d in sorted(term.iterdir())
+            if d.name != "runner.log"] == ["fake", "interrupted"]
     assert len(list(kill.glob("fake.*.running"))) == 1    # SIGKILL: no word
     for folder in (term, kill):                    # the complete run stays
         assert run_labs.labruns.status(folder / "fake") == "ok"
