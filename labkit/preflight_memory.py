@@ -65,16 +65,26 @@ def _strategies(lab: str, p: dict) -> list[str]:
             *p.get("fsdp", []), *p.get("plugins", [])]
 
 
+def fitted_layers(p: dict, gpu_bytes: float) -> int:
+    """Lab 1's ``fit_to_gpu``: the layers of ``p["model"]`` that ledger
+    and activations fit in ``gpu_bytes`` (0: not one), as the lab's check
+    trains them (:mod:`labkit.checks.data_parallel`)."""
+    from labkit.predict.memory import layers_that_fit
+    m = p["model"]
+    worlds = p.get("world_sizes") or [p.get("world_size", 1)]
+    return min(m["layers"], layers_that_fit(
+        gpu_bytes, m["layers"], m["hidden"], m["heads"], m["vocab"],
+        m["seq"], p["global_batch"] // min(worlds)))
+
+
 def _dp_need(lab: str, p: dict, gpu_bytes: float) -> Need | None:
-    from labkit.predict.memory import layers_that_fit, ledger
+    from labkit.predict.memory import ledger
     from labkit.predict.params import lab_params
     m = dict(p["model"])
     note = ""
     worlds = p.get("world_sizes") or [p.get("world_size", 1)]
     if p.get("fit_to_gpu"):
-        fit = layers_that_fit(gpu_bytes, m["layers"], m["hidden"],
-                              m["heads"], m["vocab"], m["seq"],
-                              p["global_batch"] // min(worlds))
+        fit = fitted_layers(p, gpu_bytes)
         if fit == 0:
             return Need(lab, float("inf"), "fit_to_gpu: not one layer fits")
         note = f", fit_to_gpu: {fit} of {m['layers']} layers"

@@ -111,9 +111,11 @@ def rank_apart(main, world_size, rank, argv, run_dir) -> RankResult:
         os.waitpid(pid, 0)
         raise
     if os.WIFSIGNALED(status):
-        why = signal.Signals(os.WTERMSIG(status)).name
-        return RankResult(error=f"{CRASHED} ({why}) in torch's code under "
-                          "fake tensors")
+        sig = signal.Signals(os.WTERMSIG(status))
+        where = ("by a signal from outside (this machine's memory?)"
+                 if sig == signal.SIGKILL else
+                 "in torch's code under fake tensors")
+        return RankResult(error=f"{CRASHED} ({sig.name}) {where}")
     if not data:
         raise RuntimeError(f"rank {rank} of the rehearsal gave no result "
                            f"(exit status {os.WEXITSTATUS(status)})")

@@ -75,15 +75,11 @@ def fitted(p: dict, gpu_bytes: float | None) -> dict:
     priced all 24 layers (44.8 GB, an OOM) where the notebook trains 4."""
     if not p.get("fit_to_gpu") or gpu_bytes is None:
         return p
-    from labkit.predict.memory import layers_that_fit
-    m = p["model"]
-    worlds = p.get("world_sizes") or [p.get("world_size", 1)]
-    fit = layers_that_fit(gpu_bytes, m["layers"], m["hidden"], m["heads"],
-                          m["vocab"], m["seq"],
-                          p["global_batch"] // min(worlds))
+    from labkit.preflight_memory import fitted_layers
+    fit = fitted_layers(p, gpu_bytes)
     if fit < 1:      # the notebook refuses; preflight says so
         return p
-    return {**p, "model": {**m, "layers": min(fit, m["layers"])}}
+    return {**p, "model": {**p["model"], "layers": fit}}
 
 
 def lab_plans(profile: dict, gpu_bytes: float | None = None
