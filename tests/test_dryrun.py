@@ -144,3 +144,13 @@ def test_a_case_a_forked_child_cannot_run_runs_in_the_parent(monkeypatch):
     cli.run_all(cases, cache, 2)
     assert len(cache) == 2
     assert all(v[2]["params"] > 0 for v in cache.values())
+
+
+def test_the_table_shows_a_row_without_a_predicted_total():
+    """Lab 13's case prices its parts, not a total: `labkit dryrun
+    --profile gpu1` stopped on KeyError 'total' printing its table."""
+    row = {k: 1e9 for k in cli.ROWS} | {
+        "variant": "dp1xep2", "world_size": 2, "fits": True,
+        "margin_bytes": 1e9, "predicted": {"states": 1e9}}
+    text = cli.table({"experts": {"cases": [row]}}, "h100-80gb")
+    assert "dp1xep2" in text and "       -" in text

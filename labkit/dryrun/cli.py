@@ -279,7 +279,9 @@ def table(out: dict, gpu: str) -> str:
         for r in res["cases"]:
             cells = "".join(f"{r[k] / GB:8.2f}" for k in ROWS)
             fit = "fits" if r["fits"] else "DOES NOT FIT"
+            total = r["predicted"].get("total")   # lab 13 prices parts
+            pred = f"{total / GB:8.2f}" if total is not None else f"{'-':>8s}"
             lines.append(f"  {r['variant']:22s}{r['world_size']:6d}{cells}"
-                         f"{r['predicted']['total'] / GB:8.2f}  {fit} "
+                         f"{pred}  {fit} "
                          f"({r['margin_bytes'] / GB:+.1f})")
     return "\n".join(lines)
