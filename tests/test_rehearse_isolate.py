@@ -4,10 +4,12 @@ death of the process (a notebook's kernel) that rehearses; and a dead
 kernel in a notebook's rehearsal is one failing cell, not a traceback."""
 from __future__ import annotations
 
+import os
+
 import nbformat
 
 from labkit.rehearse.hook import fake_limit, limit_reason
-from labkit.rehearse.isolate import CRASHED, rank_apart
+from labkit.rehearse.isolate import CRASHED, fault_file, rank_apart
 
 
 def _segfault(argv=None):
@@ -29,6 +31,31 @@ def test_a_crashed_rank_is_one_line_and_a_limit(tmp_path):
     line = f"launch x, rank 0: error: {r.error}"
     assert fake_limit(line)
     assert "cannot" in limit_reason(line)
+
+
+def test_a_crash_stack_goes_to_a_file_not_stderr(tmp_path, capfd):
+    """pytest's faulthandler, inherited by the fork, printed the child's
+    80 frames and "Fatal Python error" in the middle of the test log."""
+    import faulthandler
+    import os
+    was = faulthandler.is_enabled()
+    faulthandler.enable()
+    try:
+        r = rank_apart(_segfault, 2, 0, [], str(tmp_path))
+    finally:
+        if not was:
+            faulthandler.disable()
+    err = capfd.readouterr().err
+    assert "Fatal Python error" not in err
+    path = fault_file(str(tmp_path), 0)
+    assert path in r.error
+    assert "_segfault" in open(path).read()
+
+
+def test_a_clean_rank_leaves_no_fault_file(tmp_path):
+    r = rank_apart(_works, 2, 0, [], str(tmp_path))
+    assert r.error is None
+    assert not os.path.exists(fault_file(str(tmp_path), 0))
 
 
 def test_a_rank_apart_gives_back_its_record_and_its_lines(tmp_path, capsys):

@@ -16,7 +16,11 @@ data through a pipe. A child killed by a signal is the rank's error
 :data:`CRASHED`, a limit of the stand-in: a rank's Python code cannot end
 its process that way, and on the GPU the same code runs real tensors. The
 rank's printed lines are copied to the caller's stdout; a caller
-interrupted while it waits (a cell's timeout) kills the child first.
+interrupted while it waits (a cell's timeout) kills the child first. A
+crashed child's Python stack (faulthandler, which pytest and ``python -X
+faulthandler`` turn on and a fork inherits) goes to
+``<run_dir>/rank<N>.fault``, named in the rank's line, not to the
+caller's stderr: one line a crash.
 
 A child that autograd refuses after the fork (the caller ran backward on
 a device thread before: PyTorch's "Autograd and Fork") is run again in the
@@ -62,9 +66,22 @@ def in_process(main, world_size, rank, argv, run_dir) -> RankResult:
         return result_of(r)   # inside: a fake value reads as NaN there
 
 
+def fault_file(run_dir, rank) -> str:
+    """Where a crashed rank child's Python stack is written."""
+    return os.path.join(run_dir, f"rank{rank}.fault")
+
+
+def _quiet_faults(path) -> None:
+    """A fatal signal's stack to ``path``, not the inherited stderr."""
+    import faulthandler
+    if faulthandler.is_enabled():
+        faulthandler.enable(file=open(path, "w"), all_threads=True)
+
+
 def _child(write_fd, main, world_size, rank, argv, run_dir) -> None:
     out = io.StringIO()
     try:
+        _quiet_faults(fault_file(run_dir, rank))
         sys.stdout = out
         try:
             payload = ("ok", in_process(main, world_size, rank, argv,
@@ -110,12 +127,17 @@ def rank_apart(main, world_size, rank, argv, run_dir) -> RankResult:
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
         raise
+    fault = fault_file(run_dir, rank)
+    stack = os.path.exists(fault) and os.path.getsize(fault) > 0
+    if os.path.exists(fault) and not stack:
+        os.remove(fault)
     if os.WIFSIGNALED(status):
         sig = signal.Signals(os.WTERMSIG(status))
         where = ("by a signal from outside (this machine's memory?)"
                  if sig == signal.SIGKILL else
                  "in torch's code under fake tensors")
-        return RankResult(error=f"{CRASHED} ({sig.name}) {where}")
+        said = f"; its stack: {fault}" if stack else ""
+        return RankResult(error=f"{CRASHED} ({sig.name}) {where}{said}")
     if not data:
         raise RuntimeError(f"rank {rank} of the rehearsal gave no result "
                            f"(exit status {os.WEXITSTATUS(status)})")
