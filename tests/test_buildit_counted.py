@@ -20,8 +20,11 @@ def zero_result(windows, outside=None, loopback=0):
 def steps(calls, n=None):
     h = buildit.harness("zero")
     n = n or h.HIDDEN["steps"]
-    # the constructor's window, then backward's and step()'s per step
-    return [[]] + [w for _ in range(n) for w in (list(calls), [])]
+    # the constructor's window, then backward's and step()'s per step,
+    # then the memory probe's (before, constructor, 2 a step, after)
+    probe = 2 * h.HIDDEN["probe"]["steps"] + 3
+    return [[]] + [w for _ in range(n) for w in (list(calls), [])] + \
+        [[] for _ in range(probe)]
 
 
 def test_the_hubs_windows_replace_what_the_ranks_said():
@@ -53,3 +56,4 @@ def test_without_a_hub_the_result_is_as_it_was():
     h, res = zero_result([])
     del res["hub"]
     assert counted.apply(h, res) == (res, None)
+

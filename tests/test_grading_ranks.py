@@ -79,21 +79,51 @@ def test_no_rank_writes_on_the_parents_channel(tmp_path, hub):
 FIXTURES = ROOT / "tests" / "buildit"
 
 
+WORLD = buildit.hidden_world("zero")     # 4: the memory probe's bounds
+PROBE = 2 * HIDDEN["probe"]["steps"] + 3
+
+
 def test_the_key_on_the_hub_scores_full_marks_with_the_hubs_counts(
         tmp_path):
-    got = fresh_fork_ranks("zero", key_source(), HIDDEN, 2, tmp_path, 120,
-                           True)
+    got = fresh_fork_ranks("zero", key_source(), HIDDEN, WORLD, tmp_path,
+                           120, True)
     assert got["error"] is None, got["error"]
     wins = got["hub"]["windows"]
     # the constructor's window, then two per step (backward, step()), on
-    # each rank; every reduce-scatter in backward, every all-gather after
-    assert [len(w) for w in wins] == [2 * HIDDEN["steps"] + 1] * 2
-    assert {c[0] for w in wins[0][1::2] for c in w} == {"reduce_scatter"}
-    assert {c[0] for w in wins[0][2::2] for c in w} == {"all_gather"}
-    assert {c[0] for w in wins[0][1:] for c in w} == {"reduce_scatter",
-                                                      "all_gather"}
-    assert got["hub"]["outside"] == [{}, {}]
-    assert buildit.score({**got, "loopback_bytes": 0})[0] == 4
+    # each rank, then the memory probe's; every reduce-scatter in
+    # backward, every all-gather after
+    main = 2 * HIDDEN["steps"] + 1
+    assert [len(w) for w in wins] == [main + PROBE] * WORLD
+    assert {c[0] for w in wins[0][1:main:2] for c in w} == \
+        {"reduce_scatter"}
+    assert {c[0] for w in wins[0][2:main:2] for c in w} == {"all_gather"}
+    assert got["hub"]["outside"] == [{}] * WORLD
+    # the hub read every rank's memory as each window opened
+    assert [len(r) for r in got["hub"]["rss"]] == [main + PROBE] * WORLD
+    rows = {r["check"]: r for r in
+            buildit.grade({**got, "loopback_bytes": 0})}
+    assert all(r["passed"] for r in rows.values()), rows
+    assert "grader-measured" in rows["state"]["expected"]
+
+
+@pytest.mark.parametrize("fixture", ["zero_full_adam", "hostile_zero_kept"])
+def test_full_adam_fails_state_on_the_grader_s_memory_count(tmp_path,
+                                                            fixture):
+    """Full Adam on every rank keeps 8 Psi where ZeRO-2 keeps 16 Psi / N
+    at most: the hub's count of the probe's memory (8n = 16.8 MB against
+    4n = 8.4 MB at N = 4) fails it, also when the rank rewrote the
+    harness's own measure (``kept_bytes``) to report the shard's bytes."""
+    got = fresh_fork_ranks("zero", (FIXTURES / f"{fixture}.py").read_text(),
+                           HIDDEN, WORLD, tmp_path, 120, True)
+    got = {**got, "loopback_bytes": 0}
+    rows = {r["check"]: r for r in buildit.grade(got)}
+    assert not rows["state"]["passed"]
+    assert "the grader counted" in rows["state"]["reason"]
+    assert rows["params"]["passed"] and rows["bytes"]["passed"]
+    if fixture == "hostile_zero_kept":         # its word: the shard's
+        from labkit.buildit import zero
+        low, high = zero.state_bounds(got["config"], WORLD)
+        assert all(low <= r["state_bytes"] <= high for r in got["ranks"])
 
 
 @pytest.mark.parametrize("fixture, why", [
@@ -105,7 +135,7 @@ def test_a_rank_that_rewrites_its_counter_gets_the_hubs_count(
     (it would score "bytes" on ranks that count themselves), or hidden
     between the hub's windows: 0 on the bytes."""
     got = fresh_fork_ranks("zero", (FIXTURES / f"{fixture}.py").read_text(),
-                           HIDDEN, 2, tmp_path, 120, True)
+                           HIDDEN, WORLD, tmp_path, 120, True)
     rows = {r["check"]: r for r in buildit.grade({**got,
                                                   "loopback_bytes": 0})}
     assert rows["bytes"]["points"] == 0
@@ -118,7 +148,7 @@ def test_a_rank_that_hides_its_gradient_peak_gets_the_hubs_count(tmp_path):
     which scored "freed"; the hub counted no reduce-scatter in backward:
     0 on "freed", the other checks as ZeRO-1's."""
     got = fresh_fork_ranks("zero", (FIXTURES / "hostile_zero_peak.py")
-                           .read_text(), HIDDEN, 2, tmp_path, 120, True)
+                           .read_text(), HIDDEN, WORLD, tmp_path, 120, True)
     got = {**got, "loopback_bytes": 0}
     rows = {r["check"]: r for r in buildit.grade(got)}
     assert {c for c, r in rows.items() if not r["passed"]} == {"freed"}

@@ -70,6 +70,12 @@ RERUN = None
 DEFER = "LABKIT_BUILDIT_DEFER"
 
 
+def hidden_world(lab: str) -> int:
+    """The ranks of the hidden tests' rerun (a harness's ``HIDDEN_WORLD``,
+    else the lab's)."""
+    return getattr(harness(lab), "HIDDEN_WORLD", LABS[lab])
+
+
 def harness(lab: str):
     if lab not in LABS:
         raise ValueError(f"unknown build-it lab {lab!r}: choose from "
@@ -79,7 +85,7 @@ def harness(lab: str):
 
 def run(lab: str, *objs, sources: dict | None = None, config: dict | None
         = None, timeout: float = TIMEOUT_S, run_dir=None,
-        defer: bool | None = None) -> dict:
+        defer: bool | None = None, world: int | None = None) -> dict:
     """Run the student's ``objs`` on real ranks; a plain dict of results.
 
     ``sources``: ``{name: source text}`` to run several implementations in
@@ -87,7 +93,8 @@ def run(lab: str, *objs, sources: dict | None = None, config: dict | None
     A crash, a deadlock or a timeout is a result too (``error``), so that
     grading gives it 0 with the reason instead of stopping. ``defer``:
     hand over the source without launching (default: ``DEFER`` in the
-    environment); a hidden test's rerun never defers.
+    environment); a hidden test's rerun never defers. ``world``: ranks
+    (default: the lab's).
     """
     from labkit.launch import LaunchError, launch
     if os.environ.get("LABKIT_BUILDIT_RANK"):
@@ -114,7 +121,7 @@ def run(lab: str, *objs, sources: dict | None = None, config: dict | None
         args = ["--lab", lab, "--config", json.dumps(cfg), "--code", *files]
         run_dir = Path(run_dir or Path(tmp) / "run")
         try:
-            ranks = launch("labkit.runs.buildit", LABS[lab], args,
+            ranks = launch("labkit.runs.buildit", world or LABS[lab], args,
                            timeout=timeout * len(files), run_dir=run_dir,
                            backend="gloo")
         except LaunchError as e:
@@ -148,7 +155,7 @@ def _rerun(lab: str, source: str) -> str:
     h = harness(lab)
     if RERUN is None:
         got = run(lab, sources={"student": source}, config=h.HIDDEN,
-                  defer=False)
+                  defer=False, world=hidden_world(lab))
         got = got["student"]
     else:
         got = RERUN(lab, source)
@@ -159,7 +166,7 @@ def _rerun(lab: str, source: str) -> str:
         got["error"] = "the rerun did not say what its ranks sent"
     ranks = got.get("ranks")
     if not got.get("error") and not (
-            type(ranks) is list and len(ranks) == LABS[lab]
+            type(ranks) is list and len(ranks) == hidden_world(lab)
             and all(type(r) is dict for r in ranks)):
         got["error"] = "the rerun gave no result for every rank"
     # what was run is ours, whatever the ranks say
@@ -198,7 +205,8 @@ def grade(result: dict) -> list[dict]:
                  "the part asks for yours (torch and torch.distributed only)")
     wire = result.get("wire_bytes")
     # a harness without a floor (``min_wire``) has its checks only
-    floor = h.min_wire(result["config"], LABS[result["lab"]]) \
+    world = max(LABS[result["lab"]], len(result.get("ranks") or []))
+    floor = h.min_wire(result["config"], world) \
         if hasattr(h, "min_wire") and type(wire) is int else 0
     if not error and type(wire) is int and wire < floor:
         error = (f"your ranks sent {wire} bytes in all, fewer than the "

@@ -17,7 +17,11 @@ and the message's last two values, ``[op, bytes, dtype, peer, tail]``;
 ``labkit.measure.collectives`` defines them: the gathered output of an
 all-gather, the input of a reduce-scatter or an all-to-all), ``outside`` (what it did outside any window, barriers aside)
 and ``wire_bytes`` (what a ring would have sent: the floor
-``labkit.buildit.grade`` checks).
+``labkit.buildit.grade`` checks); with the ranks' ``pids``, ``rss``: per
+rank, the anonymous memory the rank's process held as it opened each
+window (``memory.resident``, read here while the rank waits for the
+hub's answer to its mark): what a part's memory checks read instead of a
+number the rank computes about itself (``labkit.buildit.zero``).
 """
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ import time
 
 import torch
 
+from grading.memory import resident
 from grading.proxy import recv_frame, send_frame
 
 _DTYPES = {str(d)[6:]: d for d in (torch.float32, torch.float64, torch.float16,
@@ -53,8 +58,10 @@ def _tail(x) -> list:
 
 
 class Hub:
-    def __init__(self, socks: list, timeout_s: float):
+    def __init__(self, socks: list, timeout_s: float, pids=None):
         self.socks, self.n = socks, len(socks)
+        self.pids = pids
+        self.rss = [[] for _ in socks]
         self.deadline = time.monotonic() + timeout_s
         self.pending = {}          # rank -> (header, tensor) of a collective
         self.recvs = {}            # rank -> header of a waiting recv
@@ -77,6 +84,8 @@ class Hub:
         if kind == "open":
             if self.depth[r] == 0:
                 self.windows[r].append([])
+                if self.pids:
+                    self.rss[r].append(resident(self.pids[r]))
             self.depth[r] += 1
         elif kind == "close" and self.depth[r] > 0:
             self.depth[r] -= 1
@@ -255,8 +264,11 @@ class Hub:
                                  "collective (Connection closed)")
                 self.pending.clear()
         sel.close()
-        return {"windows": self.windows, "outside": self.outside,
-                "wire_bytes": self.wire}
+        out = {"windows": self.windows, "outside": self.outside,
+               "wire_bytes": self.wire}
+        if self.pids:
+            out["rss"] = self.rss
+        return out
 
     def _drop(self, r: int, sel) -> None:
         self.dead.add(r)

@@ -42,7 +42,7 @@ import time
 import traceback
 from pathlib import Path
 
-from grading import proxy, rank_box
+from grading import memory, proxy, rank_box
 from grading.hub import Hub
 
 
@@ -69,6 +69,7 @@ def _child(rank: int, world: int, link, argv: list[str],
     code = 1
     try:
         if isinstance(link, socket.socket):
+            memory.returned()      # the hub reads this rank's memory
             pg = proxy.init(socket.socket(fileno=3), rank, world, timeout_s)
             _mark_windows(pg)
             # a box of its own: its folder, none of the other ranks'
@@ -152,7 +153,8 @@ def fork_ranks(lab: str, source: str, config: dict, world_size: int,
             if pid in pids:
                 ends[pids[pid]] = status
         return False
-    counts = Hub(mine, timeout).serve(alive) if hub else None
+    order = sorted(pids, key=pids.get)        # the ranks' pids, in order
+    counts = Hub(mine, timeout, pids=order).serve(alive) if hub else None
     for s in mine:
         s.close()
     while alive() and time.monotonic() < deadline:

@@ -62,7 +62,7 @@ def main() -> None:
         h = buildit.harness(lab)
         hub = hasattr(h, "from_hub")
         before = loopback_sent()
-        value = fork_ranks(lab, source, h.HIDDEN, buildit.LABS[lab],
+        value = fork_ranks(lab, source, h.HIDDEN, buildit.hidden_world(lab),
                            Path("ranks"), buildit.TIMEOUT_S, hub=hub)
         loop = loopback_sent() - before
         # without a jail (--unsafe-no-isolation) the loopback is shared
