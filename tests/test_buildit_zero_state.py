@@ -41,3 +41,34 @@ def test_the_state_is_the_hubs_memory_count_not_the_ranks_word():
     del res["hub"]["rss"]                        # no count: no state
     out, err = counted.apply(h, res)
     assert not zero_state.check_state(out)[0]
+
+
+def test_probe_counts_reads_the_probe_s_windows():
+    h = buildit.harness("zero")
+    steps, ps = h.HIDDEN["steps"], h.HIDDEN["probe"]["steps"]
+    base = 2 * steps + 1
+    rss = [100] * (base + 2 * ps + 3)
+    rss[base + 2], rss[base + 3] = 100, 150     # step 1: backward grew 50
+    rss[base + 4], rss[base + 5] = 150, 160     # step 2: 10
+    rss[-1] = 170
+    assert zero_state.probe_counts(rss, steps, ps) == {
+        "state_rss": 70, "grads_rss_per_step": [50, 10]}
+
+
+def test_freed_reads_the_hubs_count_of_backward_under_the_hub():
+    h, res = zero_result([steps([["reduce_scatter", 1 << 30, "float32"]])]
+                         * 2)
+    cfg = res["config"]
+    phi = 4 * sum(numels(cfg["probe"]["sizes"]))
+    w = len(steps([]))
+    base = 2 * cfg["steps"] + 1
+    for grew, ok in ((phi, False), (phi // 8, True)):
+        rss = [300 << 20] * w
+        rss[base + 3] = rss[base + 2] + grew
+        res["hub"]["rss"] = [rss, rss]
+        res["ranks"] = [{"grad_peak_per_step": [0], "grads_rss_per_step":
+                         [0]}] * 2                    # their word: unread
+        out, err = counted.apply(h, res)
+        assert err is None
+        from labkit.buildit import zero
+        assert zero.check_freed(out)[0] is ok, zero.check_freed(out)

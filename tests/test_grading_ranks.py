@@ -142,6 +142,26 @@ def test_a_rank_that_rewrites_its_counter_gets_the_hubs_count(
     assert why in rows["bytes"]["reason"], rows["bytes"]["reason"]
 
 
+def test_a_rank_that_keeps_its_gradients_fails_freed_on_the_memory_count(
+        tmp_path):
+    """ZeRO-2's reduce-scatters in backward (the hub counts them) but no
+    gradient freed, and the harness's measuring hook dropped
+    (tests/buildit/hostile_zero_kept_grads.py): its own peak, 0, would
+    score "freed"; the hub's memory count over the probe's backward holds
+    every gradient: 0 on "freed", the rest full."""
+    got = fresh_fork_ranks("zero", (FIXTURES / "hostile_zero_kept_grads.py")
+                           .read_text(), HIDDEN, WORLD, tmp_path, 120, True)
+    got = {**got, "loopback_bytes": 0}
+    rows = {r["check"]: r for r in buildit.grade(got)}
+    assert {c for c, r in rows.items() if not r["passed"]} == {"freed"}
+    assert "over backward (the grader counted)" in rows["freed"]["reason"]
+    assert all(p == 0 for r in got["ranks"] for p in
+               r["grad_peak_per_step"])      # the lie
+    from labkit.buildit import zero
+    without_hub = {k: v for k, v in got.items() if k != "hub"}
+    assert zero.check_freed(without_hub)[0]  # which its word would pass
+
+
 def test_a_rank_that_hides_its_gradient_peak_gets_the_hubs_count(tmp_path):
     """ZeRO-1 that drops the harness's hook measuring its live gradients
     (tests/buildit/hostile_zero_peak.py): its own record says a peak of 0,
@@ -155,11 +175,14 @@ def test_a_rank_that_hides_its_gradient_peak_gets_the_hubs_count(tmp_path):
     assert "during backward (the grader counted)" in rows["freed"]["reason"]
     assert all(p == 0 for r in got["ranks"] for p in
                r["grad_peak_per_step"])      # the lie
-    # with the reduce-scatters in backward the lie would have scored
+    # with the reduce-scatters in backward, its word (the peak) would have
+    # scored; the hub's memory count of the probe's backward does not
     from labkit.buildit import counted, zero
     h = buildit.harness("zero")
     out, err = counted.apply(h, got)
     assert err is None
     moved = {**out, "ranks": [{**r, "backward_bytes_per_step":
                                r["bytes_per_step"]} for r in out["ranks"]]}
-    assert zero.check_freed(moved)[0]
+    assert zero.check_freed({k: v for k, v in moved.items()
+                             if k != "hub"})[0]
+    assert not zero.check_freed(moved)[0]

@@ -26,7 +26,8 @@ measured by the harness after every gradient's accumulation in backward,
 never exceed Phi / 2 (ZeRO-2 frees each one once reduced; ZeRO-1, which
 reduces in ``step()``, holds Phi at the end of backward). The first half
 is what a rank cannot forge; the second (memory, like ``state``) is
-measured in the rank's process, which imports the student's code.
+measured by the harness on ranks that count themselves, and under grading
+from outside, by the hub (``labkit.buildit.zero_state``).
 """
 from __future__ import annotations
 
@@ -35,8 +36,8 @@ import json
 import math
 
 from labkit.buildit.tensors import cache_key, flat, gap
-from labkit.buildit.zero_state import check_state, probe, psi_sizes, \
-    state_bounds
+from labkit.buildit.zero_state import MEASURED, check_freed_rss, \
+    check_state, probe, probe_counts, psi_sizes, state_bounds
 
 # no layer holds more than a third of the parameters, so that a rank that
 # frees each gradient once reduced stays far below Phi / 2 ("freed")
@@ -150,18 +151,14 @@ def from_hub(result, windows):
     n = 2 * steps + 1 + (2 * p["steps"] + 3 if p else 0)
     rss = result["hub"].get("rss") if p else None
     ranks = []
-    for k, (r, w) in enumerate(windows_of(result, windows, n)):
+    for i, (r, w) in enumerate(windows_of(result, windows, n)):
         w = w[:2 * steps + 1]
-        out = {k: v for k, v in r.items() if k != "state_rss"}  # ours only
+        out = {k: v for k, v in r.items() if k not in MEASURED}  # ours
         out = {**out, "bytes_per_step": [_merged(summed(b), summed(s))
                                        for b, s in zip(w[1::2], w[2::2])],
                "backward_bytes_per_step": [summed(b) for b in w[1::2]]}
         if rss is not None:
-            mine = rss[k]
-            if type(mine) is not list or len(mine) != n or \
-                    min(mine) < 0:
-                raise ValueError("no memory count for every window")
-            out["state_rss"] = mine[-1] - mine[2 * steps + 1]
+            out.update(probe_counts(rss[i], steps, p["steps"]))
         ranks.append(out)
     return {**result, "ranks": ranks}
 
@@ -221,6 +218,8 @@ def check_freed(result):
                 "reduce-scatters each gradient as backward produces it "
                 "(p.register_post_accumulate_grad_hook), so that it can "
                 "free it there; ZeRO-1 waits for step()")
+    if result.get("hub") is not None and result["config"].get("probe"):
+        return check_freed_rss(result)     # the grader's count, not live
     worst = max(max(r["grad_peak_per_step"]) for r in result["ranks"])
     return worst <= phi // 2, worst, f"<= Phi / 2 = {phi // 2} B", (
         f"during backward the model held up to {worst} B of gradients at "

@@ -1,6 +1,7 @@
 """Build it, lab 4: what the student's ZeRO optimizer keeps between steps.
 
     check_state(result)            # a check of labkit.buildit.zero
+    check_freed_rss(result)        # the memory half of its "freed"
     probe(mod, cfg, rank)          # rank side, the hidden run's only
 
 On ranks that count themselves (the notebook's run) the harness measures
@@ -21,12 +22,33 @@ the first to the last, the gradients freed, is what the optimizer keeps
 everything the rank keeps, the gradient shard too: ZeRO-2 at most 16 Psi
 / N (moments, master, gradient shard), full Adam 8 Psi. The two are the
 same at N = 2, hence 4 ranks: 4 Psi against 8 Psi, 8.4 MB apart here,
-decided at their middle.
+decided at their middle. The same counts give the memory half of
+``freed`` (``grads_rss_per_step``): the growth over each of the probe's
+backward passes, the gradients that outlive it, at most Phi / 2 (ZeRO-2
+keeps only its shard; a rank that never frees holds Phi, 8.4 MB here).
 """
 from __future__ import annotations
 
 # what a rank's memory count moves by itself between two windows
 RSS_NOISE = 1 << 20
+# what ``probe_counts`` gives; a rank's own values of these are dropped
+MEASURED = ("state_rss", "grads_rss_per_step")
+
+
+def probe_counts(rss, steps: int, probe_steps: int) -> dict:
+    """From one rank's memory counts at its windows' openings (the hub's:
+    the checked steps' ``2 steps + 1`` windows, then the probe's before,
+    constructor, backward and ``step()`` per step, after): ``state_rss``,
+    the growth from before to after; ``grads_rss_per_step``, the growth
+    over each backward (the gradients still alive when it ends)."""
+    n = 2 * steps + 1 + 2 * probe_steps + 3
+    if type(rss) is not list or len(rss) != n or \
+            any(type(v) is not int or v < 0 for v in rss):
+        raise ValueError("no memory count for every window")
+    base = 2 * steps + 1
+    back = [base + 2 + 2 * k for k in range(probe_steps)]
+    return {"state_rss": rss[-1] - rss[base],
+            "grads_rss_per_step": [rss[b + 1] - rss[b] for b in back]}
 
 
 def psi_sizes(cfg, w):
@@ -126,3 +148,27 @@ def probe(mod, cfg, rank) -> None:
     model.zero_grad(set_to_none=True)
     with CollectiveCounter():       # after: and what the optimizer keeps
         pass
+
+
+def check_freed_rss(result):
+    """The second half of ``freed`` under the hub: over each of the
+    probe's backward passes a rank's memory grows by the gradients still
+    alive at its end; ZeRO-2 frees each once reduced (its shard, at most
+    Phi / N, stays), ZeRO-1 or a rank that never frees holds Phi."""
+    from labkit.buildit.sharding import numels
+    phi = 4 * sum(numels(result["config"]["probe"]["sizes"]))
+    got = [r.get("grads_rss_per_step") for r in result["ranks"]]
+    if not all(type(g) is list and g and all(type(v) is int for v in g)
+               for g in got):
+        return False, None, f"<= Phi / 2 = {phi // 2} B", (
+            "the grader has no memory count of your backward passes")
+    worst = max(max(g) for g in got)
+    return worst <= phi // 2, worst, \
+        f"<= Phi / 2 = {phi // 2} B (grader-measured)", (
+            f"on a model of Phi = {phi} B of gradients a rank's memory grew "
+            f"by {worst} B over backward (the grader counted): the "
+            "gradients outlived it. ZeRO-2 reduce-scatters each gradient as "
+            "backward produces it (p.register_post_accumulate_grad_hook), "
+            "keeps its shard and frees it (p.grad = None), so that the "
+            "whole gradient never lives on a rank; ZeRO-1 keeps it until "
+            "step()")
