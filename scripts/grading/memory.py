@@ -43,7 +43,8 @@ def resident(pid: int) -> int:
     """Bytes of process ``pid``'s anonymous and shared memory (-1 if it
     is gone)."""
     try:
-        text = open(f"/proc/{pid}/status").read()
+        with open(f"/proc/{pid}/status") as f:
+            text = f.read()
     except OSError:
         return -1
     kib = 0
