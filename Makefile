@@ -112,22 +112,35 @@ book: $(if $(LABS_FROM),$(STAMP),labs) web-tools
 # then every test, the labs through nbval, the offline and link checks of
 # the HTML just built, and the catalog check (tests/test_zh_catalogs.py:
 # an English paragraph of a translated page changed without its Chinese
-# fails, page and paragraph named). Two pytest-xdist workers, a test module or
-# a notebook at a time (conftest.py): one computes while the other waits.
+# fails, page and paragraph named). The strict build (about 100 CPU-s, one
+# process) runs beside the tests: the modules that read the HTML are
+# scheduled last and wait for its exit status (conftest.py BOOK_UNITS);
+# its log is _build/book-strict.log, shown when it fails. Three
+# pytest-xdist workers on two cores, a test module or a notebook at a
+# time (conftest.py): one waits while the others compute.
 # The two environments install side by side (about 75 s each on 2 cores,
 # from the local caches); the apt installs of web-tools and grade-tools
 # stay one after the other (dpkg's lock).
+BOOK_RC := $(CURDIR)/_build/book-strict.rc
 test:
 	$(MAKE) --no-print-directory -j2 $(STAMP) $(CAI_STAMP)
 	$(MAKE) --no-print-directory web-tools grade-tools bytecode
-	$(BIN)/python scripts/build_book.py --strict
 	@# where the time went (scripts/timeline.py): the longest units, the tail
-	rm -f _build/timeline.jsonl
-	LABKIT_BOOK_BUILT=1 LABKIT_ZH_BUILT=1 LABKIT_TIMELINE=_build/timeline.jsonl \
+	mkdir -p _build && rm -f _build/timeline.jsonl $(BOOK_RC) $(BOOK_RC).part
+	{ $(BIN)/python scripts/build_book.py --strict > $(BOOK_RC:.rc=.log) 2>&1; \
+	  echo $$? > $(BOOK_RC).part && mv $(BOOK_RC).part $(BOOK_RC); } & book=$$!; \
+	LABKIT_BOOK_BUILT=1 LABKIT_ZH_BUILT=1 LABKIT_BOOK_BUILDING=$(BOOK_RC) \
+	LABKIT_TIMELINE=_build/timeline.jsonl \
 		$(BIN)/python -m pytest tests labs --nbval-lax \
-		-n 2 --durations=40 -q; rc=$$?; \
+		-n 3 --durations=40 -q; rc=$$?; \
+		wait $$book; brc=$$(cat $(BOOK_RC) 2>/dev/null || echo 1); \
+		if [ "$$brc" = 0 ]; then grep "^book" $(BOOK_RC:.rc=.log); else \
+		echo "make test: the strict book build failed (exit $$brc):" \
+		  "$(BOOK_RC:.rc=.log), its warnings and last lines:"; \
+		grep -E "WARNING|ERROR|Error" $(BOOK_RC:.rc=.log) | head -60; \
+		tail -n 30 $(BOOK_RC:.rc=.log); fi; \
 		$(BIN)/python scripts/timeline.py _build/timeline.jsonl --top 15; \
-		exit $$rc
+		[ $$rc = 0 ] && [ "$$brc" = 0 ]
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest tests -q -m "not distributed"

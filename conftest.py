@@ -5,8 +5,10 @@ cell instead of failing it (the CPU-safe cells still run and are checked).
 A cell tagged ``gpus-N`` too needs N GPUs: skipped when fewer are visible
 (a one-GPU machine runs the ``gpu`` cells that need one).
 
-``make test`` runs two pytest-xdist workers (``-n 2``): one waits on a
-hang, a timeout or a kill while the other computes. Each test module and
+``make test`` runs three pytest-xdist workers on two cores (``-n 3``):
+a worker waiting on a hang, a timeout, a kill or a browser leaves the
+cores to the other two (measured: 990 s of tests against about 1030 s
+with two workers, the same CPU seconds). Each test module and
 each notebook is one unit of work, run whole by one worker (its
 module-scoped runs happen once; a notebook's cells stay in order); modules
 that share files outside tmp_path share a unit (``SHARED``). xdist's own
@@ -154,6 +156,8 @@ def needs_colossalai():
 def pytest_runtest_setup(item):
     if item.nodeid.split("::")[0] in NEEDS_CAI:
         _colossalai_gate()
+    if _unit(item.nodeid) in BOOK_UNITS:
+        book_built()
 
 
 def _gpu_count() -> int:
@@ -172,7 +176,45 @@ def _gpus_needed(tags) -> int:
     return n
 
 
+# make test runs the strict book build beside the tests (Makefile): the
+# modules that read the built HTML go last and wait for it.
+# LABKIT_BOOK_BUILDING=FILE: the build's exit status is written there when
+# it ends (its log beside it, ``.log`` for ``.rc``).
+BOOK_UNITS = ("tests/test_book_corrections.py", "tests/test_build_book.py",
+              "tests/test_calculators_browser.py",
+              "tests/test_offline_html.py", "tests/test_site_links.py",
+              "tests/test_student_build.py", "tests/test_zh_html.py")
+BOOK_WAIT_S = 1800.0
+_BOOK: dict = {}
+
+
+def book_built() -> None:
+    """Block until make test's strict build (LABKIT_BOOK_BUILDING) has
+    ended; fail, naming its log, if it failed. Nothing when unset."""
+    rc_file = os.environ.get("LABKIT_BOOK_BUILDING")
+    if not rc_file:
+        return
+    if "rc" not in _BOOK:
+        import time
+        rc_path = Path(rc_file)
+        deadline = time.monotonic() + BOOK_WAIT_S
+        while not rc_path.exists() and time.monotonic() < deadline:
+            time.sleep(1.0)
+        text = rc_path.read_text().strip() if rc_path.exists() else ""
+        _BOOK["rc"] = int(text) if text.lstrip("-").isdigit() else None
+    rc = _BOOK["rc"]
+    if rc != 0:
+        log = Path(rc_file).with_suffix(".log")
+        said = ("did not end within "
+                f"{BOOK_WAIT_S:.0f} s" if rc is None else f"exited {rc}")
+        pytest.fail(f"the strict book build {said}: see {log}",
+                    pytrace=False)
+
+
 def pytest_collection_modifyitems(config, items):
+    # the units that read the built book go last (stable: the rest keep
+    # their order), so the build has ended before a worker waits on it
+    items.sort(key=lambda it: _unit(it.nodeid) in BOOK_UNITS)
     visible = _gpu_count()
     for item in items:
         cell = getattr(item, "cell", None)
