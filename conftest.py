@@ -215,7 +215,7 @@ def book_built() -> None:
                     pytrace=False)
 
 
-# the longest units (make test's timeline: 120-350 s each on 3 busy
+# the longest units (make test's timeline: 130-420 s each on 3 busy
 # workers) start first, so none of them is the tail
 FIRST = ("assignments", "tests/test_rehearse.py", "tests/test_runs_zero.py")
 
