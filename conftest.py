@@ -7,9 +7,9 @@ A cell tagged ``gpus-N`` too needs N GPUs: skipped when fewer are visible
 
 ``make test`` runs three pytest-xdist workers on two cores (``-n 3``):
 a worker waiting on a hang, a timeout, a kill or a browser leaves the
-cores to the other two (measured: 990 s of tests against about 1030 s
-with two workers, the same CPU seconds). Each test module and
-each notebook is one unit of work, run whole by one worker (its
+cores to the other two (990 s of test phases measured here, against
+about 1030 s expected with two workers from the same CPU seconds). Each
+test module and each notebook is one unit of work, run whole by one worker (its
 module-scoped runs happen once; a notebook's cells stay in order); modules
 that share files outside tmp_path share a unit (``SHARED``). xdist's own
 ``--dist loadgroup`` does not work with pytest 9 (it renames
