@@ -186,3 +186,4 @@ def test_a_rank_that_hides_its_gradient_peak_gets_the_hubs_count(tmp_path):
     assert zero.check_freed({k: v for k, v in moved.items()
                              if k != "hub"})[0]
     assert not zero.check_freed(moved)[0]
+

@@ -22,39 +22,27 @@ unit, 2 Phi and Phi bytes (3 Phi, chapter 3), and nothing else;
 ``peak``: at every unit's forward and backward, the gathered parameters
 alive are at most one unit plus its prefetch: the largest two neighbouring
 units. "Gathered" are the storages the units compute with and those the
-all-gathers write (:mod:`labkit.buildit.fsdp_units`, the probe).
+all-gathers write (:mod:`labkit.buildit.fsdp_units`, the probe); under
+grading, the rank's memory as the grader counted it at each unit of a
+bigger model (:mod:`labkit.buildit.fsdp_peak`).
 """
 from __future__ import annotations
 
 import functools
 import json
-import math
 
-from labkit.buildit.fsdp_units import Probe, units
+from labkit.buildit.fsdp_units import (  # noqa: F401 (the formulas)
+    Probe, bound, numels, padded, units)
 from labkit.buildit.tensors import cache_key, flat, gap
 
 CONFIG = {"sizes": [16, 33, 32, 31, 4], "batch": 4, "steps": 2,
           "lr": 0.1, "seed": 0}
 # the hidden tests' (big enough that what a step must send outweighs the
 # launch's own traffic: labkit.buildit.grade's wire check)
-HIDDEN = {"sizes": [64, 193, 192, 191, 190, 8], "steps": 3, "seed": 1}
+HIDDEN = {"sizes": [64, 193, 192, 191, 190, 8], "steps": 3, "seed": 1,
+          # the grader's memory count's model (fsdp_peak): 4.2 MB units
+          "probe": {"sizes": [1024] * 5 + [8]}}
 TOL = 1e-5
-
-
-def numels(sizes: list[int]) -> list[int]:
-    """Parameters of each unit (weight and bias of one Linear)."""
-    return [(a + 1) * b for a, b in zip(sizes[:-1], sizes[1:])]
-
-
-def padded(sizes: list[int], w: int) -> list[int]:
-    """... each padded to a multiple of the world size."""
-    return [math.ceil(n / w) * w for n in numels(sizes)]
-
-
-def bound(sizes: list[int], w: int) -> int:
-    """Bytes of one unit plus its prefetch: the largest neighbours."""
-    p = padded(sizes, w)
-    return 4 * max(a + b for a, b in zip(p, p[1:] + [0]))
 
 
 def data(cfg, w):
@@ -132,18 +120,35 @@ def rank_run(ctx, mod, cfg) -> dict:
         steps.append({op: [s["calls"], s["bytes"]]
                       for op, s in c.summary().items()})
         tdist.barrier()
+    if cfg.get("probe"):
+        from labkit.buildit.fsdp_peak import probe as grader_probe
+        grader_probe(mod, cfg, ctx.rank)
     return {"shards": [flat(s) for s in fsdp.shards],
             "per_step": steps, "gathered": probe.samples}
 
 
 def from_hub(result, windows):
     """``per_step`` from the grader's hub (``labkit.buildit.counted``):
-    the constructor's window, then one per step."""
+    the constructor's window, then one per step; with a probe
+    (``fsdp_peak``) its two windows and its points, ``peak_rss``."""
     from labkit.buildit.counted import windows_of
+    from labkit.buildit.fsdp_peak import peaks
+    from labkit.buildit.points import of_hub
+    cfg = result["config"]
+    n, probe = cfg["steps"] + 1, bool(cfg.get("probe"))
+    pts = of_hub(result) if probe else [None] * len(result["ranks"])
     steps = []
-    for r, w in windows_of(result, windows, result["config"]["steps"] + 1):
+    for (r, w), mine in zip(windows_of(result, windows, n + 2 * probe),
+                            pts):
         per = []
-        for win in w[1:]:
+        if probe:       # a point out of place fails "peak" (its reason)
+            try:
+                got = peaks(cfg, len(windows), n + 1, w[n + 1],
+                            [p for p in mine if p[1] >= n])
+            except ValueError as e:
+                got = str(e)
+            r = {**r, "peak_rss": got}
+        for win in w[1:n]:
             s: dict = {}
             for op, nbytes, *_ in win:
                 calls, total = s.get(op, [0, 0])
@@ -212,6 +217,9 @@ def _said(want):
 
 
 def check_peak(result):
+    if result.get("hub") is not None and result["config"].get("probe"):
+        from labkit.buildit.fsdp_peak import check_peak_rss
+        return check_peak_rss(result)      # the grader's count, not theirs
     cfg, w = result["config"], len(result["ranks"])
     most = bound(cfg["sizes"], w)
     n_units = len(cfg["sizes"]) - 1

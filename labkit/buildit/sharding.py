@@ -15,7 +15,9 @@ Checks (on plain data from every rank):
 single-process gradients of the whole batch, computed by the checker;
 ``buckets``: one all-reduce per bucket, Phi bytes in all, for every cap;
 ``overlap``: every bucket's all-reduce but the last starts before
-backward's last matmul (from the order the counter recorded).
+backward's last matmul (from the order the counter recorded; under
+grading, the order in which the grader's hub saw the all-reduces and the
+harness's point as backward reached the first layer: ``from_hub``).
 """
 from __future__ import annotations
 
@@ -31,6 +33,8 @@ CONFIG = {"sizes": [16, 32, 32, 32, 4], "batch": 8, "steps": 2,
 HIDDEN = {"sizes": [96, 192, 192, 192, 48], "caps_bytes": [38400, 160000],
           "seed": 1}
 TOL = 1e-5
+# the point the harness marks as backward reaches the first layer
+LAST_MATMUL = "backward's last matmul"
 
 
 def buckets(numels: list[int], cap_bytes: float, itemsize: int = 4) -> list:
@@ -81,6 +85,13 @@ def reference(cfg, w) -> list:
         return _reference(cache_key(cfg, w))
 
 
+def _mark_backward_end(module, args, out) -> None:
+    """A forward hook of the first layer: a point (``labkit.buildit.points``)
+    as the gradient of its output arrives, before its own backward."""
+    from labkit.buildit import points
+    out.register_hook(lambda g: points.mark(LAST_MATMUL))
+
+
 def rank_run(ctx, mod, cfg) -> dict:
     import torch.distributed as tdist
     from torch import nn
@@ -109,6 +120,9 @@ def rank_run(ctx, mod, cfg) -> dict:
     runs = []
     for cap in cfg["caps_bytes"]:
         model = mlp(cfg)
+        # where backward reaches the first layer (its last matmul next),
+        # for the grader's hub: ``from_hub``
+        model[0].register_forward_hook(_mark_backward_end)
         with CollectiveCounter():  # a window of its own (``from_hub``)
             ddp = mod.BucketedDDP(model, cap / 2**20)
         for _ in range(cfg["steps"]):
@@ -135,23 +149,35 @@ def rank_run(ctx, mod, cfg) -> dict:
 def from_hub(result, windows):
     """Each run's all-reduces and other ops from the grader's hub
     (``labkit.buildit.counted``): per cap, the constructor's window, then
-    one per step (where each all-reduce was issued is the rank's own
-    timeline, one entry per all-reduce)."""
+    one per step. Where each all-reduce was issued is the hub's too: the
+    harness marks a point (``labkit.buildit.points``) as backward reaches
+    the first layer, whose matmul is backward's last; ``early``: the
+    step's all-reduces the hub performed before that point."""
     from labkit.buildit.counted import windows_of
+    from labkit.buildit.points import of_hub
     cfg = result["config"]
     per = cfg["steps"] + 1
+    pts = of_hub(result)
     ranks = []
-    for r, w in windows_of(result, windows, len(cfg["caps_bytes"]) * per):
-        steps = [win for i, win in enumerate(w) if i % per]
+    for (r, w), mine in zip(windows_of(result, windows,
+                                      len(cfg["caps_bytes"]) * per), pts):
+        steps = [(i, win) for i, win in enumerate(w) if i % per]
         if len(r["runs"]) != len(steps):
             raise ValueError(f"{len(r['runs'])} runs, not {len(steps)}")
         runs = []
-        for run, win in zip(r["runs"], steps):
+        for run, (i, win) in zip(r["runs"], steps):
             ar = [c[1] for c in win if c[0] == "all_reduce"]
             if len(ar) != len(run["matmuls_at_issue"]):
                 raise ValueError("all-reduces the timeline did not see")
-            runs.append({**run, "all_reduce_bytes": ar, "other_ops": sorted(
-                {c[0] for c in win} - {"all_reduce"})})
+            at = [p[2] for p in mine if p[1] == i + 1 and p[2] >= 0
+                  and p[0] == LAST_MATMUL]
+            if len(at) != 1:
+                raise ValueError(f"{len(at)} marks of backward's last "
+                                 "matmul in a step, not 1")
+            early = sum(c[0] == "all_reduce" for c in win[:at[0]])
+            runs.append({**run, "all_reduce_bytes": ar, "early": early,
+                         "other_ops": sorted({c[0] for c in win}
+                                             - {"all_reduce"})})
         ranks.append({**r, "runs": runs})
     return {**result, "ranks": ranks}
 
@@ -210,10 +236,11 @@ def check_buckets(result):
 
 def check_overlap(result):
     ns = numels(result["config"]["sizes"])
+    hub = result.get("hub") is not None     # the hub's order, not theirs
     for run in _runs(result):
         n = len(run["matmuls_at_issue"])
-        early = sum(a < run["backward_matmuls"]
-                    for a in run["matmuls_at_issue"])
+        early = run["early"] if hub else sum(
+            a < run["backward_matmuls"] for a in run["matmuls_at_issue"])
         # with DDP's buckets every one but the last is ready before
         # backward's last matmul; with other buckets, at least the first
         want = n - 1 if n == len(buckets(ns, run["cap_bytes"])) else 1

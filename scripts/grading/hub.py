@@ -9,19 +9,10 @@ computes the results in this process and answers each rank; a send waits
 here until its receive comes. Nothing a rank sends is run: headers are
 JSON, payloads raw tensor bytes.
 
-What it returns is this process's own count, per rank: ``windows`` (the
-calls of each counting window the rank's harness opened, in order, as
-``[op, bytes, dtype]`` per call, and for a send or a receive the peer
-and the message's last two values, ``[op, bytes, dtype, peer, tail]``;
-``bytes`` as
-``labkit.measure.collectives`` defines them: the gathered output of an
-all-gather, the input of a reduce-scatter or an all-to-all), ``outside`` (what it did outside any window, barriers aside)
-and ``wire_bytes`` (what a ring would have sent: the floor
-``labkit.buildit.grade`` checks); with the ranks' ``pids``, ``rss``: per
-rank, the anonymous memory the rank's process held as it opened each
-window (``memory.resident``, read here while the rank waits for the
-hub's answer to its mark): what a part's memory checks read instead of a
-number the rank computes about itself (``labkit.buildit.zero``).
+What it returns is this process's own count of each rank
+(``hub_count.py``: its windows, what it did outside them, its points and
+its memory) and ``wire_bytes`` (what a ring would have sent: the floor
+``labkit.buildit.grade`` checks).
 """
 from __future__ import annotations
 
@@ -30,7 +21,7 @@ import time
 
 import torch
 
-from grading.memory import resident
+from grading.hub_count import Count
 from grading.proxy import recv_frame, send_frame
 
 _DTYPES = {str(d)[6:]: d for d in (torch.float32, torch.float64, torch.float16,
@@ -60,35 +51,13 @@ def _tail(x) -> list:
 class Hub:
     def __init__(self, socks: list, timeout_s: float, pids=None):
         self.socks, self.n = socks, len(socks)
-        self.pids = pids
-        self.rss = [[] for _ in socks]
+        self.count = Count(self.n, pids)
         self.deadline = time.monotonic() + timeout_s
         self.pending = {}          # rank -> (header, tensor) of a collective
         self.recvs = {}            # rank -> header of a waiting recv
         self.mail = {}             # (src, dst, tag) -> [tensor, ...]
         self.dead = set()
-        self.windows = [[] for _ in socks]
-        self.outside = [{} for _ in socks]
-        self.depth = [0] * self.n
         self.wire = 0
-
-    # counting ----------------------------------------------------------
-    def _count(self, r: int, op: str, nbytes: int, dtype: str,
-               *p2p) -> None:
-        if self.depth[r] > 0:
-            self.windows[r][-1].append([op, nbytes, dtype, *p2p])
-        elif op != "barrier":
-            self.outside[r][op] = self.outside[r].get(op, 0) + nbytes
-
-    def _mark(self, r: int, kind) -> None:
-        if kind == "open":
-            if self.depth[r] == 0:
-                self.windows[r].append([])
-                if self.pids:
-                    self.rss[r].append(resident(self.pids[r]))
-            self.depth[r] += 1
-        elif kind == "close" and self.depth[r] > 0:
-            self.depth[r] -= 1
 
     # answering ---------------------------------------------------------
     def _answer(self, r: int, tensor=None, error=None) -> None:
@@ -179,7 +148,7 @@ class Hub:
             # an all-gather counts its output, the rest the rank's input
             mine = counted if op in ("all_gather", "barrier") else \
                 x.numel() * es
-            self._count(r, op, mine, h["dtype"])
+            self.count.call(r, op, mine, h["dtype"])
             self.wire += int(ring * mine)
             self._answer(r, outs[r])
 
@@ -194,14 +163,14 @@ class Hub:
                     self._answer(dst, error="recv: the message sent has "
                                  "another size or dtype than the buffer")
                     continue
-                self._count(dst, "recv", t.numel() * t.element_size(),
+                self.count.call(dst, "recv", t.numel() * t.element_size(),
                             h["dtype"], int(h["peer"]), _tail(t))
                 self._answer(dst, t)
 
     def _handle(self, r: int, h: dict, payload: bytes) -> None:
         op = h.get("op")
         if op == "mark":
-            self._mark(r, h.get("mark"))
+            self.count.mark(r, h.get("mark"), h.get("name"))
             self._answer(r)
             return
         x, _ = self._tensor(h, payload)
@@ -215,7 +184,7 @@ class Hub:
                 raise ValueError(f"send to rank {dst}")
             self.mail.setdefault((r, dst, int(h["tag"])), []).append(x)
             nb = x.numel() * x.element_size()
-            self._count(r, "send", nb, h["dtype"], dst, _tail(x))
+            self.count.call(r, "send", nb, h["dtype"], dst, _tail(x))
             self.wire += nb
             self._answer(r)
         elif op == "recv":
@@ -264,11 +233,7 @@ class Hub:
                                  "collective (Connection closed)")
                 self.pending.clear()
         sel.close()
-        out = {"windows": self.windows, "outside": self.outside,
-               "wire_bytes": self.wire}
-        if self.pids:
-            out["rss"] = self.rss
-        return out
+        return {**self.count.record(), "wire_bytes": self.wire}
 
     def _drop(self, r: int, sel) -> None:
         self.dead.add(r)

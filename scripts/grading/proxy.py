@@ -136,6 +136,11 @@ class HubGroup(dist.ProcessGroup):
     def mark(self, kind: str) -> None:
         self._call({"op": "mark", "mark": kind})
 
+    def point(self, name: str) -> None:
+        """A harness's point (``labkit.buildit.points``): the hub records
+        where it fell and reads this rank's memory before it answers."""
+        self._call({"op": "mark", "mark": "point", "name": str(name)})
+
     # collectives -------------------------------------------------------
     # each call is shown to the rank's own dispatch modes as the c10d
     # operator gloo's group would run (``_seen``), so that a harness's

@@ -72,6 +72,8 @@ def _child(rank: int, world: int, link, argv: list[str],
             memory.returned()      # the hub reads this rank's memory
             pg = proxy.init(socket.socket(fileno=3), rank, world, timeout_s)
             _mark_windows(pg)
+            from labkit.buildit import points
+            points.SEND = pg.point      # a harness's points, at the hub
             # a box of its own: its folder, none of the other ranks'
             own = run_dir / f"r{rank}"
             os.environ.update(LABKIT_RUN_DIR=str(own),

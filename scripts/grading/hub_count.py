@@ -1,0 +1,76 @@
+"""The hub's count of each rank: its windows, its points, its memory.
+
+    count = Count(n, pids)                # in the hub (hub.py)
+    count.call(r, "all_gather", nbytes, "float32")
+    count.mark(r, "open" | "close" | "point", name)
+    count.record()                        # what the hub returns
+
+``windows``: the calls of each counting window the rank's harness
+opened, in order, as ``[op, bytes, dtype]`` per call, and for a send or
+a receive the peer and the message's last two values, ``[op, bytes,
+dtype, peer, tail]`` (``bytes`` as ``labkit.measure.collectives``
+defines them: the gathered output of an all-gather, the input of a
+reduce-scatter or an all-to-all); ``outside``: what it did outside any
+window, barriers aside. With the ranks' ``pids``, ``rss``: per rank, the
+anonymous memory the rank's process held as it opened each window
+(``memory.resident``, read here while the rank waits for the hub's
+answer to its mark): what a part's memory checks read instead of a
+number the rank computes about itself (``labkit.buildit.zero``).
+``points``: per rank, each point its harness marked
+(``labkit.buildit.points``) as ``[name, windows opened, calls of the
+open window before it (-1 outside one), memory then (-1 unread)]``,
+where a check reads an order or a memory peak instead of the rank's own
+timeline or probe (``labkit.buildit.sharding``'s overlap,
+``labkit.buildit.fsdp_peak``).
+"""
+from __future__ import annotations
+
+from grading.memory import resident
+
+# the points a rank may mark (``labkit.buildit.points``); more are dropped
+MAX_POINTS = 4096
+# a point's name: the characters kept
+NAME_CHARS = 40
+
+
+class Count:
+    def __init__(self, n: int, pids=None):
+        self.pids = pids
+        self.windows = [[] for _ in range(n)]
+        self.outside = [{} for _ in range(n)]
+        self.depth = [0] * n
+        self.points = [[] for _ in range(n)]
+        self.rss = [[] for _ in range(n)]
+
+    def call(self, r: int, op: str, nbytes: int, dtype: str,
+             *p2p) -> None:
+        if self.depth[r] > 0:
+            self.windows[r][-1].append([op, nbytes, dtype, *p2p])
+        elif op != "barrier":
+            self.outside[r][op] = self.outside[r].get(op, 0) + nbytes
+
+    def _memory(self, r: int) -> int:
+        return resident(self.pids[r]) if self.pids else -1
+
+    def mark(self, r: int, kind, name=None) -> None:
+        if kind == "point":
+            if len(self.points[r]) < MAX_POINTS:
+                calls = len(self.windows[r][-1]) if self.depth[r] else -1
+                self.points[r].append([str(name)[:NAME_CHARS],
+                                       len(self.windows[r]), calls,
+                                       self._memory(r)])
+        elif kind == "open":
+            if self.depth[r] == 0:
+                self.windows[r].append([])
+                if self.pids:
+                    self.rss[r].append(self._memory(r))
+            self.depth[r] += 1
+        elif kind == "close" and self.depth[r] > 0:
+            self.depth[r] -= 1
+
+    def record(self) -> dict:
+        out = {"windows": self.windows, "outside": self.outside,
+               "points": self.points}
+        if self.pids:
+            out["rss"] = self.rss
+        return out

@@ -1,0 +1,48 @@
+"""scripts/grading/hub_count.py: the hub's count of a rank, plain data:
+calls inside the rank's windows, the rest outside, nested windows as one,
+and each point where it fell (no ranks: the rank side is
+tests/test_grading_points.py)."""
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+from grading.hub_count import MAX_POINTS, NAME_CHARS, Count  # noqa: E402
+
+
+def test_calls_in_windows_and_outside_them():
+    c = Count(2)
+    c.call(0, "all_reduce", 8, "float32")        # before any window
+    c.call(0, "barrier", 0, "float32")           # not counted outside
+    c.mark(0, "open")
+    c.mark(0, "open")                            # nested: the same window
+    c.call(0, "all_gather", 16, "float32")
+    c.mark(0, "close")
+    c.call(0, "send", 4, "float32", 1, [0.0, 1.0])
+    c.mark(0, "close")
+    c.mark(0, "close")                           # one too many: ignored
+    rec = c.record()
+    assert rec["windows"] == [[[["all_gather", 16, "float32"],
+                                ["send", 4, "float32", 1, [0.0, 1.0]]]], []]
+    assert rec["outside"] == [{"all_reduce": 8}, {}]
+    assert "rss" not in rec                      # no pids: no memory read
+
+
+def test_a_point_is_where_it_fell_and_the_memory_then():
+    c = Count(1, pids=[os.getpid()])
+    c.mark(0, "point", "before")
+    c.mark(0, "open")
+    c.call(0, "all_gather", 16, "float32")
+    c.mark(0, "point", "x" * 100)
+    rec = c.record()
+    (a, b), = rec["points"]
+    assert a[:3] == ["before", 0, -1] and b[:3] == ["x" * NAME_CHARS, 1, 1]
+    assert a[3] > 0 and b[3] > 0 and len(rec["rss"][0]) == 1
+
+
+def test_points_past_the_most_are_dropped():
+    c = Count(1)
+    for k in range(MAX_POINTS + 5):
+        c.mark(0, "point", str(k))
+    assert len(c.record()["points"][0]) == MAX_POINTS
+    assert c.record()["points"][0][0] == ["0", 0, -1, -1]

@@ -1,0 +1,138 @@
+"""The grader's hub reads what a harness measured in the rank's own process
+(which imports the student's code) at the harness's points
+(labkit/buildit/points.py): lab 3's overlap, the order of the all-reduces
+and backward's last matmul; lab 3's FSDP peak, the rank's memory at each
+unit. The answer key passes; a rank that rewrites the in-process measure
+passes on its word and fails on the hub's; a rank without the points, or
+with its own, fails."""
+import json
+
+import pytest
+
+from labkit import buildit
+from test_grading_ranks import FIXTURES, ROOT, fresh_fork_ranks
+
+pytestmark = pytest.mark.distributed
+
+
+SHARDING = buildit.harness("sharding").HIDDEN
+
+
+def sharding_source(name: str) -> str:
+    if name == "key":                         # the master's cell
+        nb = json.loads((ROOT / "labs" / "assignments" /
+                         "03_sharding.ipynb").read_text())
+        cell = next("".join(c["source"]) for c in nb["cells"]
+                    if "class BucketedDDP" in "".join(c["source"]))
+        return "\n".join(ln.replace("  # SOLUTION", "")
+                         for ln in cell.splitlines()
+                         if ln.strip() not in ("# BEGIN SOLUTION",
+                                               "# END SOLUTION")) + "\n"
+    return (FIXTURES / f"{name}.py").read_text()
+
+
+@pytest.mark.parametrize("name, overlap", [
+    ("key", True), ("sharding_after_backward", False),
+    ("hostile_sharding_timeline", False)])
+def test_sharding_overlap_is_the_order_the_hub_saw(tmp_path, name, overlap):
+    """Lab 3's "overlap" under grading: the all-reduces the hub performed
+    before the harness's point as backward reached the first layer (one
+    point per step, recorded by the hub). A rank that rewrites its own
+    timeline (tests/buildit/hostile_sharding_timeline.py) passes on its
+    word and fails on the hub's; the key passes both ways."""
+    from labkit.buildit import points, sharding
+    got = fresh_fork_ranks("sharding", sharding_source(name), SHARDING, 2,
+                           tmp_path, 60, True)
+    assert got["error"] is None, got["error"]
+    steps = len(SHARDING["caps_bytes"]) * sharding.CONFIG["steps"]
+    for per in points.of_hub(got):
+        marks = [p for p in per if p[0] == sharding.LAST_MATMUL]
+        assert len(marks) == steps and all(p[2] >= 0 for p in marks)
+    rows = {r["check"]: r for r in buildit.grade({**got,
+                                                  "loopback_bytes": 0})}
+    assert rows["overlap"]["passed"] is overlap, rows["overlap"]
+    assert rows["grads"]["passed"] and rows["buckets"]["passed"], rows
+    own = sharding.check_overlap({k: v for k, v in got.items()
+                                  if k != "hub"})[0]
+    assert own is (name != "sharding_after_backward")
+
+
+def test_a_run_without_its_points_is_an_error(tmp_path):
+    """A rank that stops the harness's points (``points.SEND = None``)
+    leaves the hub no order to read: an error, 0 on the lab."""
+    source = sharding_source("key") + (
+        "\nimport importlib\n"
+        "importlib.import_module('lab' + 'kit.buildit.points').SEND = None\n")
+    got = fresh_fork_ranks("sharding", source, SHARDING, 2, tmp_path, 60,
+                           True)
+    from labkit.buildit import counted
+    _, err = counted.apply(buildit.harness("sharding"),
+                           {**got, "loopback_bytes": 0})
+    assert err and "marks of backward's last matmul" in err, err
+
+
+FSDP = buildit.harness("fsdp").HIDDEN
+
+
+def fsdp_source(name: str) -> str:
+    if name == "key":
+        nb = json.loads((ROOT / "labs" / "assignments" /
+                         "03_sharding.ipynb").read_text())
+        cell = next("".join(c["source"]) for c in nb["cells"]
+                    if "class FSDP" in "".join(c["source"]))
+        return "\n".join(ln.replace("  # SOLUTION", "")
+                         for ln in cell.splitlines()
+                         if ln.strip() not in ("# BEGIN SOLUTION",
+                                               "# END SOLUTION")) + "\n"
+    return (FIXTURES / f"{name}.py").read_text()
+
+
+@pytest.mark.parametrize("name, own, hub", [
+    ("key", True, True), ("fsdp_no_free", False, False),
+    ("fsdp_cached", False, False), ("fsdp_shard_grad_op", False, False),
+    ("hostile_fsdp_probe", True, False)])
+def test_fsdp_peak_is_the_memory_the_hub_counted(tmp_path, name, own, hub):
+    """Lab 3's FSDP "peak" under grading: the rank's memory at each of the
+    probe's units, grown since before its model existed, within FULL_
+    SHARD's shards, one unit and its prefetch (and gradient shards in
+    backward). A rank that rewrites the in-process probe
+    (tests/buildit/hostile_fsdp_probe.py) passes on its word and fails on
+    the hub's; the key passes both ways; params and bytes stay as they
+    were."""
+    from labkit.buildit import fsdp, fsdp_peak
+    got = fresh_fork_ranks("fsdp", fsdp_source(name), FSDP, 2, tmp_path, 60,
+                           True)
+    assert got["error"] is None, got["error"]
+    got = {**got, "loopback_bytes": 0}
+    rows = {r["check"]: r for r in buildit.grade(got)}
+    assert rows["peak"]["passed"] is hub, rows["peak"]
+    assert fsdp.check_peak({k: v for k, v in got.items()
+                            if k != "hub"})[0] is own
+    assert rows["params"]["passed"]
+    assert rows["bytes"]["passed"] is (name != "fsdp_shard_grad_op")
+    if name == "key":                 # a margin of 3 MiB at every unit
+        from labkit.buildit import counted
+        out, _ = counted.apply(buildit.harness("fsdp"), got)
+        for r in out["ranks"]:
+            assert [p[0] for p in r["peak_rss"]] == fsdp_peak.names(5)[1:]
+            assert all(most - grew > 3 << 20
+                       for _, grew, most in r["peak_rss"]), r["peak_rss"]
+    elif name == "fsdp_shard_grad_op":    # no second all-gather
+        assert "after 5 all-gathers" in rows["peak"]["reason"]
+    else:
+        assert "the grader counted" in rows["peak"]["reason"]
+
+
+def test_fsdp_peak_without_the_harness_s_points_fails(tmp_path):
+    """A rank that stops the probe's points (its ``mark`` always False)
+    leaves the hub no count at the units: 0 on "peak", with why."""
+    source = fsdp_source("key") + (
+        "\nimport importlib\n"
+        "_u = importlib.import_module('lab' + 'kit.buildit.fsdp_units')\n"
+        "_u.Probe.mark = property(lambda s: False, lambda s, v: None)\n")
+    got = fresh_fork_ranks("fsdp", source, FSDP, 2, tmp_path, 60, True)
+    rows = {r["check"]: r for r in buildit.grade({**got,
+                                                  "loopback_bytes": 0})}
+    assert not rows["peak"]["passed"]
+    assert "points are not the harness's" in rows["peak"]["reason"]
+    assert rows["params"]["passed"] and rows["bytes"]["passed"]
