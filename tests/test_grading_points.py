@@ -5,12 +5,10 @@ and backward's last matmul; lab 3's FSDP peak, the rank's memory at each
 unit. The answer key passes; a rank that rewrites the in-process measure
 passes on its word and fails on the hub's; a rank without the points, or
 with its own, fails."""
-import json
-
 import pytest
 
 from labkit import buildit
-from test_grading_ranks import FIXTURES, ROOT, fresh_fork_ranks
+from test_grading_ranks import FIXTURES, fresh_fork_ranks, master_key
 
 pytestmark = pytest.mark.distributed
 
@@ -19,15 +17,8 @@ SHARDING = buildit.harness("sharding").HIDDEN
 
 
 def sharding_source(name: str) -> str:
-    if name == "key":                         # the master's cell
-        nb = json.loads((ROOT / "labs" / "assignments" /
-                         "03_sharding.ipynb").read_text())
-        cell = next("".join(c["source"]) for c in nb["cells"]
-                    if "class BucketedDDP" in "".join(c["source"]))
-        return "\n".join(ln.replace("  # SOLUTION", "")
-                         for ln in cell.splitlines()
-                         if ln.strip() not in ("# BEGIN SOLUTION",
-                                               "# END SOLUTION")) + "\n"
+    if name == "key":
+        return master_key("03_sharding", "class BucketedDDP")
     return (FIXTURES / f"{name}.py").read_text()
 
 
@@ -76,14 +67,7 @@ FSDP = buildit.harness("fsdp").HIDDEN
 
 def fsdp_source(name: str) -> str:
     if name == "key":
-        nb = json.loads((ROOT / "labs" / "assignments" /
-                         "03_sharding.ipynb").read_text())
-        cell = next("".join(c["source"]) for c in nb["cells"]
-                    if "class FSDP" in "".join(c["source"]))
-        return "\n".join(ln.replace("  # SOLUTION", "")
-                         for ln in cell.splitlines()
-                         if ln.strip() not in ("# BEGIN SOLUTION",
-                                               "# END SOLUTION")) + "\n"
+        return master_key("03_sharding", "class FSDP")
     return (FIXTURES / f"{name}.py").read_text()
 
 

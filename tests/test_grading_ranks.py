@@ -18,11 +18,21 @@ pytestmark = pytest.mark.distributed
 HIDDEN = buildit.harness("zero").HIDDEN
 
 
-def key_source() -> str:
-    nb = json.loads((ROOT / "labs" / "assignments" / "04_zero.ipynb")
+def master_key(stem: str, marker: str) -> str:
+    """The answer key: the master's cell holding ``marker``, its solution
+    markers dropped (what a student who solved it hands in)."""
+    nb = json.loads((ROOT / "labs" / "assignments" / f"{stem}.ipynb")
                     .read_text())
-    return next("".join(c["source"]) for c in nb["cells"]
-                if "class ShardedAdam" in "".join(c["source"]))
+    cell = next("".join(c["source"]) for c in nb["cells"]
+                if marker in "".join(c["source"]))
+    return "\n".join(ln.replace("  # SOLUTION", "")
+                     for ln in cell.splitlines()
+                     if ln.strip() not in ("# BEGIN SOLUTION",
+                                           "# END SOLUTION")) + "\n"
+
+
+def key_source() -> str:
+    return master_key("04_zero", "class ShardedAdam")
 
 
 def fresh_fork_ranks(*args) -> dict:

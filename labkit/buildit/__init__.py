@@ -169,8 +169,15 @@ def _rerun(lab: str, source: str) -> str:
             type(ranks) is list and len(ranks) == hidden_world(lab)
             and all(type(r) is dict for r in ranks)):
         got["error"] = "the rerun gave no result for every rank"
-    # what was run is ours, whatever the ranks say
-    got.update(lab=lab, config={**h.CONFIG, **h.HIDDEN}, source=source)
+    # what was run is ours, whatever the ranks say: the rerun's own seed
+    # of the data it dealt the ranks (labkit.buildit.dealt) too
+    cfg = {**h.CONFIG, **h.HIDDEN}
+    if RERUN is not None and hasattr(h, "share"):
+        if type(got.get("data_seed")) is int:
+            cfg["data_seed"] = got["data_seed"]
+        elif not got.get("error"):
+            got["error"] = "the rerun did not say which data it dealt"
+    got.update(lab=lab, config=cfg, source=source)
     if got.get("error") is not None:
         got["error"] = str(got["error"])[:400]
     return json.dumps(got)

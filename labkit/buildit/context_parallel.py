@@ -46,7 +46,8 @@ _MATMULS = ("mm", "bmm", "addmm", "baddbmm", "matmul", "einsum")
 def tensors(cfg, w):
     """``q, k, v, dout`` ``[b, heads, s, d]`` of the whole sequence."""
     import torch
-    g = torch.Generator().manual_seed(cfg["seed"] + 1)
+    from labkit.buildit import dealt
+    g = torch.Generator().manual_seed(dealt.seed(cfg))
     shape = (cfg["batch"], cfg["heads"], w * cfg["tokens"], cfg["head_dim"])
     return [torch.randn(shape, generator=g) for _ in range(4)]
 
@@ -138,11 +139,16 @@ def from_hub(result, windows):
     return {**result, "ranks": ranks}
 
 
+def share(cfg, w, r) -> list:
+    """Rank ``r``'s tokens of ``q, k, v, dout`` (``labkit.buildit.dealt``)."""
+    n = cfg["tokens"]
+    return [t[..., r * n:(r + 1) * n, :].contiguous()
+            for t in tensors(cfg, w)]
+
+
 def rank_run(ctx, mod, cfg) -> dict:
-    n, r = cfg["tokens"], ctx.rank
-    mine = slice(r * n, (r + 1) * n)
-    q, k, v, dout = (t[..., mine, :].contiguous()
-                     for t in tensors(cfg, ctx.world_size))
+    from labkit.buildit import dealt
+    q, k, v, dout = dealt.mine(share(cfg, ctx.world_size, ctx.rank))
     q, k, v = (t.requires_grad_() for t in (q, k, v))
     timeline = _timeline()
     with timeline() as fwd:

@@ -47,11 +47,19 @@ TOL = 1e-5
 
 def data(cfg, w):
     import torch
-    g = torch.Generator().manual_seed(cfg["seed"] + 1)
+
+    from labkit.buildit import dealt
+    g = torch.Generator().manual_seed(dealt.seed(cfg))
     b = cfg["batch"]
     xs = torch.randn(cfg["steps"], w * b, cfg["sizes"][0], generator=g)
     ys = torch.randn(cfg["steps"], w * b, cfg["sizes"][-1], generator=g)
     return xs, ys
+
+
+def share(cfg, w, r) -> list:
+    """Rank ``r``'s rows of every step's batch (``labkit.buildit.dealt``)."""
+    b = cfg["batch"]
+    return [t[:, r * b:(r + 1) * b].contiguous() for t in data(cfg, w)]
 
 
 @functools.lru_cache(maxsize=4)
@@ -99,8 +107,9 @@ def rank_run(ctx, mod, cfg) -> dict:
                 probe.track(*tree_leaves((args[:1], out)))
             return out
 
-    w, b = ctx.world_size, cfg["batch"]
-    xs, ys = data(cfg, w)
+    from labkit.buildit import dealt
+    w = ctx.world_size
+    xs, ys = dealt.mine(share(cfg, w, ctx.rank))
     probe = Probe()
     us = units(cfg, probe)
     for u in us:
@@ -108,14 +117,13 @@ def rank_run(ctx, mod, cfg) -> dict:
     with CollectiveCounter():     # a window of its own (``from_hub``)
         fsdp = mod.FSDP(us, cfg["lr"])
     probe.sample("after FSDP(...)")
-    mine = slice(ctx.rank * b, (ctx.rank + 1) * b)
     steps = []
     for x, y in zip(xs, ys):
         with Counter() as c:
-            h = x[mine]
+            h = x
             for u in us:
                 h = u(h)
-            nn.functional.mse_loss(h, y[mine]).backward()
+            nn.functional.mse_loss(h, y).backward()
             fsdp.step()
         steps.append({op: [s["calls"], s["bytes"]]
                       for op, s in c.summary().items()})

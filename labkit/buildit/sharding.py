@@ -62,10 +62,18 @@ def mlp(cfg):
 
 def data(cfg, w):
     import torch
-    g = torch.Generator().manual_seed(cfg["seed"] + 1)
+
+    from labkit.buildit import dealt
+    g = torch.Generator().manual_seed(dealt.seed(cfg))
     x = torch.randn(w * cfg["batch"], cfg["sizes"][0], generator=g)
     y = torch.randn(w * cfg["batch"], cfg["sizes"][-1], generator=g)
     return x, y
+
+
+def share(cfg, w, r) -> list:
+    """Rank ``r``'s rows of the batch (``labkit.buildit.dealt``)."""
+    b = cfg["batch"]
+    return [t[r * b:(r + 1) * b].contiguous() for t in data(cfg, w)]
 
 
 @functools.lru_cache(maxsize=4)
@@ -114,9 +122,9 @@ def rank_run(ctx, mod, cfg) -> dict:
                 self.matmuls += 1
             return out
 
-    w, b = ctx.world_size, cfg["batch"]
-    x, y = data(cfg, w)
-    mine = slice(ctx.rank * b, (ctx.rank + 1) * b)
+    from labkit.buildit import dealt
+    w = ctx.world_size
+    x, y = dealt.mine(share(cfg, w, ctx.rank))
     runs = []
     for cap in cfg["caps_bytes"]:
         model = mlp(cfg)
@@ -128,7 +136,7 @@ def rank_run(ctx, mod, cfg) -> dict:
         for _ in range(cfg["steps"]):
             model.zero_grad(set_to_none=True)
             with Timeline() as t:
-                loss = nn.functional.mse_loss(model(x[mine]), y[mine])
+                loss = nn.functional.mse_loss(model(x), y)
                 loss.backward()
                 backward_matmuls = t.matmuls
                 ddp.finish()

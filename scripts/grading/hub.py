@@ -12,7 +12,9 @@ JSON, payloads raw tensor bytes.
 What it returns is this process's own count of each rank
 (``hub_count.py``: its windows, what it did outside them, its points and
 its memory) and ``wire_bytes`` (what a ring would have sent: the floor
-``labkit.buildit.grade`` checks).
+``labkit.buildit.grade`` checks). With ``deal``, it also hands each rank
+its share of the part's data, drawn here from a seed no rank holds
+(``labkit.buildit.dealt``).
 """
 from __future__ import annotations
 
@@ -49,9 +51,11 @@ def _tail(x) -> list:
 
 
 class Hub:
-    def __init__(self, socks: list, timeout_s: float, pids=None):
+    def __init__(self, socks: list, timeout_s: float, pids=None,
+                 deal=None):
         self.socks, self.n = socks, len(socks)
         self.count = Count(self.n, pids)
+        self.deal = deal           # rank -> its share of the data, or None
         self.deadline = time.monotonic() + timeout_s
         self.pending = {}          # rank -> (header, tensor) of a collective
         self.recvs = {}            # rank -> header of a waiting recv
@@ -164,7 +168,7 @@ class Hub:
                                  "another size or dtype than the buffer")
                     continue
                 self.count.call(dst, "recv", t.numel() * t.element_size(),
-                            h["dtype"], int(h["peer"]), _tail(t))
+                                h["dtype"], int(h["peer"]), _tail(t))
                 self._answer(dst, t)
 
     def _handle(self, r: int, h: dict, payload: bytes) -> None:
@@ -172,6 +176,15 @@ class Hub:
         if op == "mark":
             self.count.mark(r, h.get("mark"), h.get("name"))
             self._answer(r)
+            return
+        if op == "deal":           # ``labkit.buildit.dealt``
+            x = self.deal(r) if self.deal else None
+            if x is None or h.get("dtype") != "float32" or \
+                    x.numel() != int(h.get("out_numel", -1)):
+                self._answer(r, error="the grader deals no data of that "
+                             "size to this rank")
+            else:
+                self._answer(r, x)
             return
         x, _ = self._tensor(h, payload)
         if op in _COLLECTIVES:

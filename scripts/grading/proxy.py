@@ -141,6 +141,12 @@ class HubGroup(dist.ProcessGroup):
         where it fell and reads this rank's memory before it answers."""
         self._call({"op": "mark", "mark": "point", "name": str(name)})
 
+    def deal(self, out) -> None:
+        """Fill ``out`` (flat float32) with this rank's share of the data,
+        drawn by the hub from a seed no rank holds
+        (``labkit.buildit.dealt``)."""
+        self._call({"op": "deal"}, (), [out])
+
     # collectives -------------------------------------------------------
     # each call is shown to the rank's own dispatch modes as the c10d
     # operator gloo's group would run (``_seen``), so that a harness's

@@ -15,7 +15,10 @@ With ``hub`` (every part whose harness has ``from_hub``), the ranks hold
 no gloo group: each rank's default group is the hub's (``proxy.py``), over
 a socket pair to this process, where the hub (``hub.py``) performs and
 counts every collective; ``hub`` in the result is that count, which the
-checks read instead of the ranks' own (``labkit.buildit.counted``).
+checks read instead of the ranks' own (``labkit.buildit.counted``). A
+harness with ``share`` gets its data from the hub too, each rank its own
+share, drawn from a ``data_seed`` chosen here after the forks (in the
+result's ``data_seed`` and ``config``; ``labkit.buildit.dealt``).
 Without it, the ranks join a real gloo group (``env://`` on the jail's
 loopback).
 
@@ -32,6 +35,7 @@ folder only.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -72,8 +76,9 @@ def _child(rank: int, world: int, link, argv: list[str],
             memory.returned()      # the hub reads this rank's memory
             pg = proxy.init(socket.socket(fileno=3), rank, world, timeout_s)
             _mark_windows(pg)
-            from labkit.buildit import points
+            from labkit.buildit import dealt, points
             points.SEND = pg.point      # a harness's points, at the hub
+            dealt.DEAL = pg.deal        # its data, from the hub
             # a box of its own: its folder, none of the other ranks'
             own = run_dir / f"r{rank}"
             os.environ.update(LABKIT_RUN_DIR=str(own),
@@ -120,6 +125,7 @@ def fork_ranks(lab: str, source: str, config: dict, world_size: int,
     import torch  # noqa: F401 - imported once, here, for every rank
     import torch.distributed  # noqa: F401
     from labkit import buildit
+    from labkit.buildit import dealt
     from labkit.launch.rendezvous import free_port  # below ephemeral ports
     import labkit.runs.buildit  # noqa: F401
     h = buildit.harness(lab)
@@ -156,7 +162,14 @@ def fork_ranks(lab: str, source: str, config: dict, world_size: int,
                 ends[pids[pid]] = status
         return False
     order = sorted(pids, key=pids.get)        # the ranks' pids, in order
-    counts = Hub(mine, timeout, pids=order).serve(alive) if hub else None
+    deal = None
+    if hub and hasattr(h, "share"):
+        # drawn once the ranks are forked: no rank holds it, each gets
+        # its share of the data from the hub (labkit.buildit.dealt)
+        cfg = {**cfg, "data_seed": int.from_bytes(os.urandom(6), "big")}
+        deal = functools.partial(dealt.flat_share, h.share, cfg, world_size)
+    counts = Hub(mine, timeout, pids=order, deal=deal).serve(alive) \
+        if hub else None
     for s in mine:
         s.close()
     while alive() and time.monotonic() < deadline:
@@ -181,6 +194,8 @@ def fork_ranks(lab: str, source: str, config: dict, world_size: int,
     out = buildit.collect(lab, cfg, {"student": source}, saved)["student"]
     if hub:
         out["hub"] = counts
+    if deal:
+        out["data_seed"] = cfg["data_seed"]
     return out
 
 

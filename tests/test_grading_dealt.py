@@ -1,0 +1,56 @@
+"""Data dealt by the grader's hub (labkit/buildit/dealt.py) on forked
+ranks: the answer key still scores; a rank that draws the whole sequence
+itself and computes the answer alone (tests/buildit/hostile_cp_local.py)
+scores on its own draw and fails on the dealt one; the seed is the
+rerun's, drawn after the forks, in no rank's result."""
+import json
+
+import pytest
+
+from labkit import buildit
+from test_grading_ranks import FIXTURES, fresh_fork_ranks, master_key
+
+pytestmark = pytest.mark.distributed
+CP = buildit.harness("context_parallel").HIDDEN
+WORLD = buildit.hidden_world("context_parallel")
+
+
+def rows(got):
+    return {r["check"]: r for r in buildit.grade({**got,
+                                                  "loopback_bytes": 0})}
+
+
+def test_the_key_on_dealt_data_scores_full_marks(tmp_path):
+    key = master_key("11_context_parallel", "def ring_attention")
+    got = fresh_fork_ranks("context_parallel", key, CP, WORLD, tmp_path, 60,
+                           True)
+    assert got["error"] is None, got["error"]
+    seed = got["data_seed"]
+    assert type(seed) is int and got["config"]["data_seed"] == seed
+    assert str(seed) not in json.dumps(got["ranks"])
+    assert all(r["passed"] for r in rows(got).values()), rows(got)
+
+
+def test_a_rank_that_computes_alone_fails_on_dealt_data(tmp_path):
+    source = (FIXTURES / "hostile_cp_local.py").read_text()
+    own = fresh_fork_ranks("context_parallel", source, CP, WORLD,
+                           tmp_path / "own", 60, False)
+    assert own["error"] is None and "data_seed" not in own["config"]
+    assert rows(own)["output"]["passed"] and rows(own)["grads"]["passed"]
+    got = fresh_fork_ranks("context_parallel", source, CP, WORLD,
+                           tmp_path / "hub", 60, True)
+    assert got["error"] is None, got["error"]
+    assert not rows(got)["output"]["passed"]
+    assert not rows(got)["grads"]["passed"]
+
+
+def test_a_rank_that_refuses_its_share_draws_other_numbers(tmp_path):
+    """``dealt.DEAL = None`` in the student's file: the rank's own draw,
+    which is not the data the reference reads: 0 on "params"."""
+    source = master_key("03_sharding", "class FSDP") + (
+        "\nimport importlib\n"
+        "importlib.import_module('lab' + 'kit.buildit.dealt').DEAL = None\n")
+    got = fresh_fork_ranks("fsdp", source, buildit.harness("fsdp").HIDDEN,
+                           2, tmp_path, 60, True)
+    assert got["error"] is None, got["error"]
+    assert not rows(got)["params"]["passed"]
