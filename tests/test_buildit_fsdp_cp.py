@@ -108,3 +108,21 @@ def test_ring_bytes_are_the_chapters():
     kv = 2 * cfg["batch"] * cfg["heads"] * cfg["tokens"] * cfg["head_dim"] * 4
     assert ring_bytes(1, 4 * cfg["tokens"], cfg["heads"] * cfg["head_dim"],
                       4, elem=4)["send"]["bytes"] == (3 + 3 + 4) * kv
+
+
+def test_cp_overlap_of_the_hub_s_points():
+    """``overlap_of``: per receive, the matmul points between its issue
+    and the first read of its block, in the window asked for; a block
+    never read is None; a receive's point missing is an error."""
+    from labkit.buildit import context_parallel as C
+
+    def pts(window, *names):
+        return [[n, window + 1, k, -1] for k, n in enumerate(names)]
+    fwd = pts(0, "recv 0", C.MATMUL, C.MATMUL, "read 0", "recv 1",
+              "read 1", "recv 2")
+    other = pts(1, "recv 0", C.MATMUL, "read 0")
+    outside = [["recv 5", 1, -1, -1]]
+    assert C.overlap_of(fwd + other + outside, 0) == [2, 0, None]
+    assert C.overlap_of(fwd + other, 1) == [1]
+    with pytest.raises(ValueError, match="receive 0 is missing"):
+        C.overlap_of(pts(0, "recv 1", "read 1"), 0)

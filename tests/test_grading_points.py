@@ -120,3 +120,39 @@ def test_fsdp_peak_without_the_harness_s_points_fails(tmp_path):
     assert not rows["peak"]["passed"]
     assert "points are not the harness's" in rows["peak"]["reason"]
     assert rows["params"]["passed"] and rows["bytes"]["passed"]
+
+
+CP = buildit.harness("context_parallel").HIDDEN
+
+
+@pytest.mark.parametrize("name, own, hub", [
+    ("key", True, True), ("cp_blocking", False, False),
+    ("hostile_cp_timeline", True, False)])
+def test_cp_overlap_is_the_timeline_the_hub_recorded(tmp_path, name, own,
+                                                     hub):
+    """Lab 11's "overlap" under grading: from the points the harness's
+    timeline marked at the hub as it went (a receive issued, a matmul
+    while a block was pending, a block first read). A rank that rewrites
+    the timeline's list at the end of each pass
+    (tests/buildit/hostile_cp_timeline.py) passes on its word and fails
+    on the hub's; for the others the two agree, receive by receive."""
+    from labkit.buildit import context_parallel as C
+    source = (master_key("11_context_parallel", "def ring_attention")
+              if name == "key" else (FIXTURES / f"{name}.py").read_text())
+    world = buildit.hidden_world("context_parallel")
+    got = fresh_fork_ranks("context_parallel", source, CP, world, tmp_path,
+                           60, True)
+    assert got["error"] is None, got["error"]
+    rows = {r["check"]: r for r in buildit.grade({**got,
+                                                  "loopback_bytes": 0})}
+    assert rows["overlap"]["passed"] is hub, rows["overlap"]
+    assert all(rows[c]["passed"] for c in ("output", "grads", "bytes"))
+    theirs = {k: v for k, v in got.items() if k != "hub"}
+    assert C.check_overlap(theirs)[0] is own
+    if own is hub:
+        from labkit.buildit import counted
+        out, err = counted.apply(buildit.harness("context_parallel"), got)
+        assert err is None
+        for mine, said in zip(out["ranks"], got["ranks"]):
+            for phase in ("forward", "backward"):
+                assert mine[phase]["overlap"] == said[phase]["overlap"]

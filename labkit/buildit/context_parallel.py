@@ -13,12 +13,15 @@ Gimelshein 2018; FlashAttention, Dao et al. 2022, Alg. 1). Backward runs
 the ring again, and each block's dK/dV travel with it, ``p`` hops, home to
 the rank that owns the block.
 
-The harness seeds ``q, k, v`` and the output gradient of the whole
-sequence on every rank and counts the collectives (``CollectiveCounter``)
-and when each received block is first touched. Checks (plain data from
-every rank): ``output`` and ``grads`` equal one process's attention of the
-whole sequence (computed by the checker, ``reference``); ``bytes``: each
-rank sends and receives, point to point only, what the ring needs
+The harness draws ``q, k, v`` and the output gradient of the whole
+sequence, gives each rank its tokens (under grading the hub deals them:
+``labkit.buildit.dealt``), counts the collectives
+(``CollectiveCounter``) and notes when each received block is first
+touched (under grading, as points the hub records: ``from_hub``).
+Checks (plain data from every rank): ``output`` and ``grads`` equal one
+process's attention of the whole sequence (computed by the checker,
+``reference``); ``bytes``: each rank sends and receives, point to point
+only, what the ring needs
 (``labkit.predict.context_parallel.ring_bytes``: K/V ``p - 1`` hops
 forward and backward, dK/dV ``p``); ``overlap``: of each pass's receives
 all but one at most are overlapped: between a receive's issue and the
@@ -41,6 +44,9 @@ TOL = 1e-5
 NO_ONE_RANK = ("a ring needs two ranks at least (gloo has no pair with "
                "itself); the real ranks below are the test")
 _MATMULS = ("mm", "bmm", "addmm", "baddbmm", "matmul", "einsum")
+# the timeline's points (``from_hub``): a receive issued, a matmul while a
+# block is pending, a block first read
+RECV, MATMUL, READ = "recv", "matmul", "read"
 
 
 def tensors(cfg, w):
@@ -81,6 +87,7 @@ def _timeline():
     import torch
     from torch.utils._pytree import tree_leaves
 
+    from labkit.buildit import points
     from labkit.measure.collectives import CollectiveCounter
 
     class Timeline(CollectiveCounter):
@@ -90,6 +97,7 @@ def _timeline():
         def __init__(self):
             super().__init__()
             self.matmuls, self.pending, self.overlap = 0, [], []
+            self.received = 0
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             spans = [_span(t) for t in tree_leaves((args, kwargs))
@@ -99,6 +107,7 @@ def _timeline():
                 if any(a < hi and lo < b for a, b in spans):
                     self.overlap.append(self.matmuls - rec[1])
                     self.pending.remove(rec)
+                    points.mark(f"{READ} {rec[2]}")
             n = len(self.records)
             out = super().__torch_dispatch__(func, types, args, kwargs)
             for rec in self.records[n:]:
@@ -107,10 +116,15 @@ def _timeline():
                             if isinstance(t, torch.Tensor)]
                     lo = min(_span(t)[0] for t in bufs)
                     hi = max(_span(t)[1] for t in bufs)
-                    self.pending.append([(lo, hi), self.matmuls])
+                    self.pending.append([(lo, hi), self.matmuls,
+                                         self.received])
+                    points.mark(f"{RECV} {self.received}")
+                    self.received += 1
             name = func._schema.name.split("::")[-1]
             if name in _MATMULS or "scaled_dot_product" in name:
                 self.matmuls += 1
+                if self.pending:     # only these count for the overlap
+                    points.mark(MATMUL)
             return out
 
         def report(self):
@@ -122,19 +136,43 @@ def _timeline():
     return Timeline
 
 
+def overlap_of(pts: list, window: int) -> list:
+    """A pass's ``overlap`` from the hub's record of the timeline's points
+    in counting window ``window`` (from 0): per receive, in the order the
+    rank issued them, the matmuls between its issue and the first read of
+    its block (None: never read)."""
+    mine = [p[0] for p in pts if p[1] == window + 1 and p[2] >= 0]
+    out = []
+    for k in range(sum(n.startswith(RECV + " ") for n in mine)):
+        try:
+            at = mine.index(f"{RECV} {k}")
+        except ValueError:
+            raise ValueError(f"the timeline's receive {k} is missing")
+        end = mine.index(f"{READ} {k}") if f"{READ} {k}" in mine else None
+        out.append(None if end is None or end < at else
+                   mine[at:end].count(MATMUL))
+    return out
+
+
 def from_hub(result, windows):
     """``forward`` and ``backward``'s ops and bytes from the grader's hub
-    (``labkit.buildit.counted``): one window each (``overlap`` is the
-    rank's own timeline)."""
+    (``labkit.buildit.counted``), one window each; their ``overlap`` from
+    the points the harness's timeline marked at the hub as each receive
+    was issued, each matmul ran while a block was pending and each block
+    was first read (``labkit.buildit.points``), in the order the hub
+    recorded them: rewriting the timeline's list afterwards changes
+    nothing graded."""
     from labkit.buildit.counted import summed, windows_of
+    from labkit.buildit.points import of_hub
     ranks = []
-    for r, w in windows_of(result, windows, 2):
+    for (r, w), pts in zip(windows_of(result, windows, 2), of_hub(result)):
         new = dict(r)
-        for phase, win in zip(("forward", "backward"), w):
+        for k, (phase, win) in enumerate(zip(("forward", "backward"), w)):
             s = summed(win)
             new[phase] = {**r[phase], "ops": sorted(s),
                           "sent": s.get("send", 0),
-                          "received": s.get("recv", 0)}
+                          "received": s.get("recv", 0),
+                          "overlap": overlap_of(pts, k)}
         ranks.append(new)
     return {**result, "ranks": ranks}
 
