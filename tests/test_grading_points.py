@@ -8,7 +8,7 @@ with its own, fails."""
 import pytest
 
 from labkit import buildit
-from test_grading_ranks import FIXTURES, fresh_fork_ranks, master_key
+from test_grading_ranks import fixture, fresh_fork_ranks, master_key
 
 pytestmark = pytest.mark.distributed
 
@@ -19,7 +19,7 @@ SHARDING = buildit.harness("sharding").HIDDEN
 def sharding_source(name: str) -> str:
     if name == "key":
         return master_key("03_sharding", "class BucketedDDP")
-    return (FIXTURES / f"{name}.py").read_text()
+    return fixture(name)
 
 
 @pytest.mark.parametrize("name, overlap", [
@@ -68,7 +68,7 @@ FSDP = buildit.harness("fsdp").HIDDEN
 def fsdp_source(name: str) -> str:
     if name == "key":
         return master_key("03_sharding", "class FSDP")
-    return (FIXTURES / f"{name}.py").read_text()
+    return fixture(name)
 
 
 @pytest.mark.parametrize("name, own, hub", [
@@ -138,7 +138,7 @@ def test_cp_overlap_is_the_timeline_the_hub_recorded(tmp_path, name, own,
     on the hub's; for the others the two agree, receive by receive."""
     from labkit.buildit import context_parallel as C
     source = (master_key("11_context_parallel", "def ring_attention")
-              if name == "key" else (FIXTURES / f"{name}.py").read_text())
+              if name == "key" else fixture(name))
     world = buildit.hidden_world("context_parallel")
     got = fresh_fork_ranks("context_parallel", source, CP, world, tmp_path,
                            60, True)

@@ -31,6 +31,17 @@ def master_key(stem: str, marker: str) -> str:
                                            "# END SOLUTION")) + "\n"
 
 
+def fixture(name: str) -> str:
+    """A fixture's source; one whose first line reads ``# appended to:
+    X.py`` (a hostile twist on a wrong implementation) after X's."""
+    text = (FIXTURES / f"{name}.py").read_text()
+    head = text.split("\n", 1)[0]
+    if head.startswith("# appended to: "):
+        base = FIXTURES / head.removeprefix("# appended to: ").strip()
+        text = base.read_text() + "\n\n" + text
+    return text
+
+
 def key_source() -> str:
     return master_key("04_zero", "class ShardedAdam")
 

@@ -179,9 +179,8 @@ def from_hub(result, windows):
 
 def share(cfg, w, r) -> list:
     """Rank ``r``'s tokens of ``q, k, v, dout`` (``labkit.buildit.dealt``)."""
-    n = cfg["tokens"]
-    return [t[..., r * n:(r + 1) * n, :].contiguous()
-            for t in tensors(cfg, w)]
+    from labkit.buildit.dealt import part
+    return part(tensors(cfg, w), r, cfg["tokens"], -2)
 
 
 def rank_run(ctx, mod, cfg) -> dict:

@@ -1,6 +1,7 @@
 """A rank's share of a part's data, dealt by the grader under grading.
 
     xs, ys = dealt.mine(share(cfg, w, rank))  # in a harness's rank_run
+    part(whole, rank, n, dim)                 # what a ``share`` cuts
     dealt.seed(cfg)                           # what the data is drawn from
 
 In a notebook's run every rank draws the whole batch from the
@@ -27,6 +28,12 @@ def seed(cfg) -> int:
     """The seed a part's data is drawn from: the grader's ``data_seed``
     when it dealt the data, else the configuration's ``seed + 1``."""
     return int(cfg.get("data_seed", cfg["seed"] + 1))
+
+
+def part(ts: list, r: int, n: int, dim: int) -> list:
+    """Rank ``r``'s ``n`` entries of each tensor along ``dim``: what a
+    harness's ``share`` gives it."""
+    return [t.narrow(dim, r * n, n).contiguous() for t in ts]
 
 
 def mine(local: list) -> list:

@@ -58,8 +58,8 @@ def data(cfg, w):
 
 def share(cfg, w, r) -> list:
     """Rank ``r``'s rows of every step's batch (``labkit.buildit.dealt``)."""
-    b = cfg["batch"]
-    return [t[:, r * b:(r + 1) * b].contiguous() for t in data(cfg, w)]
+    from labkit.buildit.dealt import part
+    return part(data(cfg, w), r, cfg["batch"], 1)
 
 
 @functools.lru_cache(maxsize=4)
@@ -151,7 +151,7 @@ def from_hub(result, windows):
         per = []
         if probe:       # a point out of place fails "peak" (its reason)
             try:
-                got = peaks(cfg, len(windows), n + 1, w[n + 1],
+                got = peaks(cfg, len(result["ranks"]), n + 1, w[n + 1],
                             [p for p in mine if p[1] >= n])
             except ValueError as e:
                 got = str(e)

@@ -130,7 +130,8 @@ def check_peak_rss(result):
     where, over, grew, most = max(
         ((p[0], p[1] - p[2], p[1], p[2]) for g in got for p in g),
         key=lambda t: t[1])
-    unit = 4 * max(_numels(cfg))
+    from labkit.buildit.fsdp_units import numels
+    unit = 4 * max(numels(cfg["probe"]["sizes"]))
     said = (f"growth <= shards + one unit and its prefetch (+ gradient "
             f"shards in backward) = {most} B at {where} (grader-measured)")
     if over <= 0:
@@ -145,8 +146,3 @@ def check_peak_rss(result):
         "(swap `p.data` for an empty tensor, or resize its storage to 0), "
         "keep no cache of what the all-gathers return, and free the full "
         "gradient once it is reduce-scattered")
-
-
-def _numels(cfg) -> list[int]:
-    from labkit.buildit.fsdp_units import numels
-    return numels(cfg["probe"]["sizes"])

@@ -72,8 +72,8 @@ def data(cfg, w):
 
 def share(cfg, w, r) -> list:
     """Rank ``r``'s rows of the batch (``labkit.buildit.dealt``)."""
-    b = cfg["batch"]
-    return [t[r * b:(r + 1) * b].contiguous() for t in data(cfg, w)]
+    from labkit.buildit.dealt import part
+    return part(data(cfg, w), r, cfg["batch"], 0)
 
 
 @functools.lru_cache(maxsize=4)

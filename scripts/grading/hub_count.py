@@ -26,11 +26,10 @@ timeline or probe (``labkit.buildit.sharding``'s overlap,
 from __future__ import annotations
 
 from grading.memory import resident
+from labkit.buildit.points import NAME_CHARS  # a point's name: kept chars
 
 # the points a rank may mark (``labkit.buildit.points``); more are dropped
 MAX_POINTS = 4096
-# a point's name: the characters kept
-NAME_CHARS = 40
 
 
 class Count:
