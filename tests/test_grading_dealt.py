@@ -1,7 +1,8 @@
 """Data dealt by the grader's hub (labkit/buildit/dealt.py) on forked
 ranks: the answer key still scores; a rank that draws the whole sequence
-itself and computes the answer alone (tests/buildit/hostile_cp_local.py)
-scores on its own draw and fails on the dealt one; the seed is the
+or batch or layer itself and computes the answer alone (tests/buildit/
+hostile_cp_local.py, hostile_zero_local.py, hostile_moe_local.py) scores
+on its own draw and fails on the dealt one; the seed is the
 rerun's, drawn after the forks, in no rank's result."""
 import json
 
@@ -31,17 +32,22 @@ def test_the_key_on_dealt_data_scores_full_marks(tmp_path):
     assert all(r["passed"] for r in rows(got).values()), rows(got)
 
 
-def test_a_rank_that_computes_alone_fails_on_dealt_data(tmp_path):
-    source = (FIXTURES / "hostile_cp_local.py").read_text()
-    own = fresh_fork_ranks("context_parallel", source, CP, WORLD,
-                           tmp_path / "own", 60, False)
+@pytest.mark.parametrize("lab, fixture, checks", [
+    ("context_parallel", "hostile_cp_local", ["output", "grads"]),
+    ("zero", "hostile_zero_local", ["params"]),
+    ("experts", "hostile_moe_local", ["output", "grads"])])
+def test_a_rank_that_computes_alone_fails_on_dealt_data(tmp_path, lab,
+                                                        fixture, checks):
+    source = (FIXTURES / f"{fixture}.py").read_text()
+    cfg, world = buildit.harness(lab).HIDDEN, buildit.hidden_world(lab)
+    own = fresh_fork_ranks(lab, source, cfg, world, tmp_path / "own", 60,
+                           False)
     assert own["error"] is None and "data_seed" not in own["config"]
-    assert rows(own)["output"]["passed"] and rows(own)["grads"]["passed"]
-    got = fresh_fork_ranks("context_parallel", source, CP, WORLD,
-                           tmp_path / "hub", 60, True)
+    assert all(rows(own)[c]["passed"] for c in checks), rows(own)
+    got = fresh_fork_ranks(lab, source, cfg, world, tmp_path / "hub", 60,
+                           True)
     assert got["error"] is None, got["error"]
-    assert not rows(got)["output"]["passed"]
-    assert not rows(got)["grads"]["passed"]
+    assert not any(rows(got)[c]["passed"] for c in checks), rows(got)
 
 
 def test_a_rank_that_refuses_its_share_draws_other_numbers(tmp_path):

@@ -50,7 +50,9 @@ def on_the_hub(lab: str, srcs: dict, tmp_path) -> dict:
     assert r.returncode == 0, r.stderr[-2000:]
     got = json.loads(r.stdout.strip().splitlines()[-1])
     for name, res in got.items():
-        res.update(lab=lab, config={**h.CONFIG, **h.HIDDEN},
+        # ours, and the seed of the data the hub dealt (buildit/dealt.py)
+        dealt = {k: v for k, v in res["config"].items() if k == "data_seed"}
+        res.update(lab=lab, config={**h.CONFIG, **h.HIDDEN, **dealt},
                    source=srcs[name], loopback_bytes=0,
                    wire_bytes=res["hub"]["wire_bytes"])
     return got

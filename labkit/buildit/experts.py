@@ -17,11 +17,16 @@ That is: permute the kept assignments by expert, exchange the counts,
 experts, restore the order, all-to-all back (combine), weight and add
 (Lepikhin et al. 2020, GShard, Sec. 2.2; chapter 13).
 
-The harness builds the experts, tokens, router and capacity from the seed
-on every rank and counts the collectives; each rank hands over its output
-and gradients as plain data, and the checker runs the whole layer for
-every rank's tokens in one process as the reference (``reference``): no
-difference is the rank's own word. Checks: ``output`` equals
+The harness draws the experts, tokens, router and capacity from one seed
+and hands each rank its share: its tokens, their routes and output
+gradients, and its experts (``share``; under grading the grader's hub
+deals them from a seed no rank holds, ``labkit.buildit.dealt``, so that a
+rank can reach another rank's experts only through the all-to-alls). It
+counts the collectives; each rank hands over its output and gradients as
+plain data, and the checker runs the whole layer for every rank's tokens
+in one process as the reference (``reference``): no difference is the
+rank's own word, and the rows the router sends each rank are the
+reference's routes too. Checks: ``output`` equals
 the reference's for this rank's tokens; ``grads``: the input gradient and
 every local expert's gradients equal the reference's; ``comm``: only
 all-to-alls, and the rows through them -- forward and backward -- are the
@@ -67,8 +72,10 @@ def _setup(cfg, w_):
     checker draw from the seed (in this order)."""
     import torch
     from torch import nn
+
+    from labkit.buildit import dealt
     e, k, h, t = (cfg[n] for n in ("experts", "top_k", "hidden", "tokens"))
-    torch.manual_seed(cfg["seed"])
+    torch.manual_seed(dealt.seed(cfg))
     experts = nn.ModuleList(nn.Sequential(
         nn.Linear(h, 2 * h), nn.GELU(), nn.Linear(2 * h, h))
         for _ in range(e))
@@ -76,6 +83,18 @@ def _setup(cfg, w_):
     routes = [routing(lg, k, cfg["capacity_factor"])
               for lg in torch.randn(w_, t, e)]
     return experts, xs, dys, routes
+
+
+def share(cfg, w_, r) -> list:
+    """Rank ``r``'s share (``labkit.buildit.dealt``), as float32 tensors:
+    its experts' parameters, then its tokens, their output gradients, and
+    their routes (gate weights, expert ids, kept)."""
+    experts, xs, dys, routes = _setup(cfg, w_)
+    w, idx, keep = routes[r]
+    per = cfg["experts"] // w_
+    mine = [p.detach() for j in range(r * per, (r + 1) * per)
+            for p in experts[j].parameters()]
+    return mine + [xs[r], dys[r], w, idx.float(), keep.float()]
 
 
 @functools.lru_cache(maxsize=4)
@@ -116,30 +135,35 @@ def reference(cfg, w_):
 def rank_run(ctx, mod, cfg) -> dict:
     import copy
 
+    import torch
+
+    from labkit.buildit import dealt
     from labkit.measure.collectives import CollectiveCounter
 
     e = cfg["experts"]
     w_, r = ctx.world_size, ctx.rank
     per = e // w_
-    experts, xs, dys, routes = _setup(cfg, w_)
-    local = [copy.deepcopy(experts[r * per + j]) for j in range(per)]
-    local = type(experts)(local)
-    w, idx, keep = routes[r]
-    x = xs[r].clone().requires_grad_()
+    experts = _setup(cfg, w_)[0]       # the shapes
+    local = type(experts)(copy.deepcopy(experts[r * per + j])
+                          for j in range(per))
+    got = dealt.mine(share(cfg, w_, r))
+    with torch.no_grad():
+        for p, t in zip(local.parameters(), got):
+            p.copy_(t)
+    x, dy, w, idx, keep = got[-5:]
+    idx, keep = idx.long(), keep.bool()
+    x = x.clone().requires_grad_()
     with CollectiveCounter() as fwd:
         y = mod.expert_parallel(x, idx.clone(), w.clone(), keep.clone(),
                                 local, e)
     with CollectiveCounter() as bwd:
-        y.backward(dys[r])
+        y.backward(dy)
     grads = {"input": flat(x.grad)}
     for j, m in enumerate(local):
         for n, p in m.named_parameters():
             grads[f"expert {r * per + j} {n}"] = flat(p.grad)
-    sent = int(keep.sum())
-    got = sum(int((keep_s & (idx_s // per == r)).sum())
-              for _, idx_s, keep_s in routes)
     # the tensors themselves: the checker compares them with its own run
-    return {"output": flat(y), "grads": grads, "rows": [sent, got],
+    return {"output": flat(y), "grads": grads,
             "forward": [(c["op"], c["dtype"], c["bytes"])
                         for c in fwd.records],
             "backward": [(c["op"], c["dtype"], c["bytes"])
@@ -191,21 +215,32 @@ def check_grads(result):
         "(all_to_all_single_autograd), and weight the rows")
 
 
+def rows(cfg, w_) -> list:
+    """Per rank ``[S, R]``: the assignments it keeps (the rows it sends)
+    and those its experts receive, from the checker's routes."""
+    routes = reference(cfg, w_)[2]
+    per = cfg["experts"] // w_
+    return [[int(routes[r][2].sum()),
+             sum(int((keep & (idx // per == r)).sum())
+                 for _, idx, keep in routes)] for r in range(w_)]
+
+
 def check_comm(result):
     h = result["config"]["hidden"]
-    for r in result["ranks"]:
-        want = sorted(4 * h * n for n in r["rows"])
+    counts = rows(result["config"], len(result["ranks"]))
+    for r, n in zip(result["ranks"], counts):
+        want = sorted(4 * h * k for k in n)
         for phase in ("forward", "backward"):
             ops = {c[0] for c in r[phase]}
-            rows = sorted(c[2] for c in r[phase]
-                          if c[0] == "all_to_all" and c[1] == "float32")
-            if ops - {"all_to_all"} or rows != want:
+            got = sorted(c[2] for c in r[phase]
+                         if c[0] == "all_to_all" and c[1] == "float32")
+            if ops - {"all_to_all"} or got != want:
                 return False, {phase: r[phase]}, {phase: want}, (
                     f"in {phase} the counter saw {sorted(ops)} moving "
-                    f"{rows} bytes of rows; expert parallelism needs only "
+                    f"{got} bytes of rows; expert parallelism needs only "
                     f"all-to-alls, and the rows through them are the "
-                    f"router's counts: {want} bytes ({r['rows'][0]} rows "
-                    f"this rank keeps, {r['rows'][1]} its experts get)")
+                    f"router's counts: {want} bytes ({n[0]} rows "
+                    f"this rank keeps, {n[1]} its experts get)")
     return True, "rows = the router's counts", "rows = the router's " \
         "counts", ""
 
@@ -225,20 +260,9 @@ def min_wire(cfg, w: int) -> int:
     """Half the least bytes the all-to-alls move in all: every kept
     assignment routed to an expert on another rank crosses the wire four
     times (dispatch and combine, forward and backward), ``4 h`` bytes of
-    fp32 each time. The routes are the harness's own (``rank_run``'s seed,
-    replayed)."""
-    import torch
-    from torch import nn
-    e, k, h, t = (cfg[n] for n in ("experts", "top_k", "hidden", "tokens"))
-    per = e // w
-    with torch.random.fork_rng():
-        torch.manual_seed(cfg["seed"])
-        for _ in range(e):   # the experts' initialisation draws first
-            nn.Sequential(nn.Linear(h, 2 * h), nn.GELU(),
-                          nn.Linear(2 * h, h))
-        torch.randn(w, t, h), torch.randn(w, t, h)
-        routes = [routing(lg, k, cfg["capacity_factor"])
-                  for lg in torch.randn(w, t, e)]
+    fp32 each time. The routes are the checker's (``reference``)."""
+    per, h = cfg["experts"] // w, cfg["hidden"]
+    routes = reference(cfg, w)[2]
     away = sum(int((keep & (idx // per != s)).sum())
                for s, (_, idx, keep) in enumerate(routes))
     return 4 * 4 * h * away // 2

@@ -10,6 +10,12 @@ on the shard and all-gathers the updated parameters (Rajbhandari et al.,
 same volume as DDP's all-reduce; 12 Psi / N bytes of optimizer state and
 2 Psi / N of gradients per rank instead of 16 Psi).
 
+Each rank reads only its own rows of every step's batch: under grading the
+grader's hub deals them (``labkit.buildit.dealt``), so that the average
+gradient a rank steps with must come through the reduce-scatter. The loss
+is ``LOSS_SCALE`` times the mean squared error (see there: it keeps Adam's
+update a smooth function of the gradient at float32 rounding).
+
 Checks (on plain data from every rank):
 ``params``: after ``steps`` steps every rank's parameters (handed over as
 plain lists) equal single-process Adam on the whole batch, computed by the
@@ -50,26 +56,50 @@ HIDDEN = {"sizes": [96, 192, 192, 192, 96], "steps": 4, "seed": 1,
 # the hidden run's ranks: the probe's bounds part only from N = 3 on
 HIDDEN_WORLD = 4
 
-# |param - reference| after the steps: the ranks' sums come in another
-# order than one process's (gloo's ring at N = 4 measured 1.5e-5 to
-# 1.7e-5 on the HIDDEN sizes, seeds 1 and 3; the hub's 6.5e-6), while a
-# wrong optimizer is off by a share of a step, lr = 1e-2
+# The loss is LOSS_SCALE x MSE. Adam's update lr m^ / (sqrt(v^) + eps)
+# (Kingma & Ba, "Adam", ICLR 2015, Algorithm 1) is lr g / (|g| + eps) at
+# the first step: its slope in g peaks at lr / eps where g is near 0, so a
+# rounding error d of the average gradient (the ranks sum in another order
+# than one process) moves a parameter by up to lr d / eps. d grows with
+# the loss's scale and eps does not: at scale 1 (gradients ~1e-2) an exact
+# ZeRO was 2.9e-4 off one process's Adam on some of 200 random batches
+# (emulated, 4 ranks, the HIDDEN sizes); at 1e-3, at most 8.7e-7, and at
+# 1e-2 6.6e-6 (linear in the scale). Most gradients stay far above eps, so
+# Adam still moves each parameter by about lr a step.
+LOSS_SCALE = 1e-3
+# |param - reference| after the steps: an exact ZeRO is 8.7e-7 off at
+# most (above), while a wrong optimizer is off by a share of a step,
+# lr = 1e-2: one that sums instead of averaging, 1.2e-2 at least; one that
+# forgets Adam's moments, 4.6e-2 (5 batches each)
 TOL = 1e-4
+
+
+def loss(model, x, y):
+    """What every rank and the reference differentiate."""
+    from torch import nn
+    return LOSS_SCALE * nn.functional.mse_loss(model(x), y)
 
 
 def data(cfg, w):
     import torch
-    g = torch.Generator().manual_seed(cfg["seed"] + 1)
+
+    from labkit.buildit import dealt
+    g = torch.Generator().manual_seed(dealt.seed(cfg))
     b = cfg["batch"]
     xs = torch.randn(cfg["steps"], w * b, cfg["sizes"][0], generator=g)
     ys = torch.randn(cfg["steps"], w * b, cfg["sizes"][-1], generator=g)
     return xs, ys
 
 
+def share(cfg, w, r) -> list:
+    """Rank ``r``'s rows of every step's batch (``labkit.buildit.dealt``)."""
+    from labkit.buildit.dealt import part
+    return part(data(cfg, w), r, cfg["batch"], 1)
+
+
 @functools.lru_cache(maxsize=4)
 def _reference(key) -> list:
     import torch
-    from torch import nn
 
     from labkit.buildit.sharding import mlp
     cfg, w = json.loads(key[0]), key[1]
@@ -77,7 +107,7 @@ def _reference(key) -> list:
     opt = torch.optim.Adam(ref.parameters(), lr=cfg["lr"])
     for x, y in zip(*data(cfg, w)):
         opt.zero_grad()
-        nn.functional.mse_loss(ref(x), y).backward()
+        loss(ref, x, y).backward()
         opt.step()
     return [p.detach().clone() for p in ref.parameters()]
 
@@ -91,14 +121,12 @@ def reference(cfg, w) -> list:
 
 
 def rank_run(ctx, mod, cfg) -> dict:
-    from torch import nn
-
+    from labkit.buildit import dealt
     from labkit.buildit.kept import kept_bytes
     from labkit.buildit.sharding import mlp
     from labkit.measure.collectives import CollectiveCounter
 
-    w, b = ctx.world_size, cfg["batch"]
-    xs, ys = data(cfg, w)
+    xs, ys = dealt.mine(share(cfg, ctx.world_size, ctx.rank))
     model = mlp(cfg)
     params = list(model.parameters())
     with CollectiveCounter():   # a window of its own (``from_hub``)
@@ -111,14 +139,13 @@ def rank_run(ctx, mod, cfg) -> dict:
     # registered after the student's hooks: they run after them
     for p in params:
         p.register_post_accumulate_grad_hook(count)
-    mine = slice(ctx.rank * b, (ctx.rank + 1) * b)
     steps, peaks, in_backward = [], [], []
     for x, y in zip(xs, ys):
         model.zero_grad(set_to_none=True)
         live.clear()
         # two windows a step: backward, then step() (``from_hub``)
         with CollectiveCounter() as c:
-            nn.functional.mse_loss(model(x[mine]), y[mine]).backward()
+            loss(model, x, y).backward()
         with CollectiveCounter() as s:
             opt.step()
         back = {op: v["bytes"] for op, v in c.summary().items()}
