@@ -1,8 +1,8 @@
 """Data dealt by the grader's hub (labkit/buildit/dealt.py) on forked
 ranks: the answer key still scores; a rank that draws the whole sequence
 or batch or layer itself and computes the answer alone (tests/buildit/
-hostile_cp_local.py, hostile_zero_local.py, hostile_moe_local.py) scores
-on its own draw and fails on the dealt one; the seed is the
+hostile_cp_local.py, hostile_zero_local.py, hostile_moe_local.py,
+hostile_tp_local.py) scores on its own draw and fails on the dealt one; the seed is the
 rerun's, drawn after the forks, in no rank's result."""
 import json
 
@@ -12,8 +12,6 @@ from labkit import buildit
 from test_grading_ranks import FIXTURES, fresh_fork_ranks, master_key
 
 pytestmark = pytest.mark.distributed
-CP = buildit.harness("context_parallel").HIDDEN
-WORLD = buildit.hidden_world("context_parallel")
 
 
 def rows(got):
@@ -21,10 +19,14 @@ def rows(got):
                                                   "loopback_bytes": 0})}
 
 
-def test_the_key_on_dealt_data_scores_full_marks(tmp_path):
-    key = master_key("11_context_parallel", "def ring_attention")
-    got = fresh_fork_ranks("context_parallel", key, CP, WORLD, tmp_path, 60,
-                           True)
+@pytest.mark.parametrize("lab, stem, marker", [
+    ("context_parallel", "11_context_parallel", "def ring_attention"),
+    ("tensor_parallel", "05_tensor_parallel", "class ColumnParallelLinear")])
+def test_the_key_on_dealt_data_scores_full_marks(tmp_path, lab, stem,
+                                                 marker):
+    key = master_key(stem, marker)
+    got = fresh_fork_ranks(lab, key, buildit.harness(lab).HIDDEN,
+                           buildit.hidden_world(lab), tmp_path, 60, True)
     assert got["error"] is None, got["error"]
     seed = got["data_seed"]
     assert type(seed) is int and got["config"]["data_seed"] == seed
@@ -35,7 +37,8 @@ def test_the_key_on_dealt_data_scores_full_marks(tmp_path):
 @pytest.mark.parametrize("lab, fixture, checks", [
     ("context_parallel", "hostile_cp_local", ["output", "grads"]),
     ("zero", "hostile_zero_local", ["params"]),
-    ("experts", "hostile_moe_local", ["output", "grads"])])
+    ("experts", "hostile_moe_local", ["output", "grads"]),
+    ("tensor_parallel", "hostile_tp_local", ["output"])])
 def test_a_rank_that_computes_alone_fails_on_dealt_data(tmp_path, lab,
                                                         fixture, checks):
     source = (FIXTURES / f"{fixture}.py").read_text()

@@ -12,7 +12,12 @@ The student writes ``ColumnParallelLinear(full, rank, world_size)`` and
   the whole bias is added once.
 
 The harness runs ``row(gelu(col(x)))`` on every rank and the unsplit pair
-in one process on the same ``x`` and output gradient ``dy``.
+in one process on the same ``x`` and output gradient ``dy``. Each rank's
+``nn.Linear`` has the whole layer's shape, but, as on a rank of a real
+tensor-parallel job, only this rank's block holds the layer's weights: the
+other ranks' blocks are noise (``share``; under grading the grader's hub
+deals them, from a seed no rank holds, ``labkit.buildit.dealt``). So the
+whole layer's output reaches a rank only through ``g``'s all-reduce.
 
 A second case is an attention block with a *fused* QKV projection, an
 ``nn.Linear(h, 3h)`` laid out ``[q; k; v]`` (GPT-2's), given to
@@ -38,6 +43,8 @@ import functools
 import json
 import math
 
+from labkit.buildit.tensor_parallel_blocks import fused_block, linear, \
+    pair_layers, share  # noqa: F401 (share: what the hub deals a rank)
 from labkit.buildit.tensors import cache_key, flat, gap
 
 CONFIG = {"hidden": 16, "tokens": 6, "heads": 2, "seed": 0}
@@ -45,28 +52,6 @@ CONFIG = {"hidden": 16, "tokens": 6, "heads": 2, "seed": 0}
 # launch's own traffic: labkit.buildit.grade's wire check)
 HIDDEN = {"hidden": 48, "tokens": 512, "heads": 4, "seed": 1}
 TOL = 1e-5
-
-
-def _pair(cfg):
-    import torch
-    from torch import nn
-    h = cfg["hidden"]
-    torch.manual_seed(cfg["seed"])
-    full1, full2 = nn.Linear(h, 4 * h), nn.Linear(4 * h, h)
-    x = torch.randn(cfg["tokens"], h)
-    dy = torch.randn(cfg["tokens"], h)
-    return full1, full2, x, dy
-
-
-def _attention(cfg):
-    """A fused [q; k; v] projection, the output projection, x and dy."""
-    import torch
-    from torch import nn
-    h = cfg["hidden"]
-    torch.manual_seed(cfg["seed"] + 7)
-    qkv, proj = nn.Linear(h, 3 * h), nn.Linear(h, h)
-    return qkv, proj, torch.randn(cfg["tokens"], h), \
-        torch.randn(cfg["tokens"], h)
 
 
 def attend(fused, heads: int):
@@ -84,11 +69,11 @@ def attend(fused, heads: int):
 def _reference(key) -> dict:
     from torch import nn
     cfg = json.loads(key[0])
-    full1, full2, x, dy = _pair(cfg)
+    full1, full2, x, dy = pair_layers(cfg)
     x = x.clone().requires_grad_()
     y = full2(nn.functional.gelu(full1(x)))
     y.backward(dy)
-    qkv, proj, xa, dya = _attention(cfg)
+    qkv, proj, xa, dya = fused_block(cfg)
     xa.requires_grad_()
     ya = proj(attend(qkv(xa), cfg["heads"]))
     ya.backward(dya)
@@ -117,10 +102,13 @@ def reference(cfg, w, r) -> dict:
 def rank_run(ctx, mod, cfg) -> dict:
     from torch import nn
 
+    from labkit.buildit import dealt
     from labkit.measure.collectives import CollectiveCounter
 
     w, r = ctx.world_size, ctx.rank
-    full1, full2, x, dy = _pair(cfg)
+    got = dealt.mine(share(cfg, w, r))
+    full1, full2 = linear(*got[0:2]), linear(*got[2:4])
+    x, dy = got[4:6]
     with CollectiveCounter():     # a window of its own (``from_hub``)
         col = mod.ColumnParallelLinear(full1, r, w)
         row = mod.RowParallelLinear(full2, r, w)
@@ -134,7 +122,7 @@ def rank_run(ctx, mod, cfg) -> dict:
         g = getattr(p, "grad", None)
         return None if g is None else [list(g.shape), flat(g)]
     with CollectiveCounter():     # the fused-QKV case: one window
-        attention = _rank_attention(mod, cfg, r, w)
+        attention = _rank_attention(mod, cfg, r, w, got[6:])
     grads = {"input": grad(x), "column weight": grad(col.weight),
              "column bias": grad(col.bias), "row weight": grad(row.weight),
              "row bias": grad(row.bias)}
@@ -155,11 +143,12 @@ def from_hub(result, windows):
         for r, w in windows_of(result, windows, 4)]}
 
 
-def _rank_attention(mod, cfg, r, w) -> dict:
-    """The fused-QKV case on this rank; the student's error is its own
-    result (the pair's checks still grade)."""
+def _rank_attention(mod, cfg, r, w, got) -> dict:
+    """The fused-QKV case on this rank (``got``: its share's weights,
+    biases, ``x`` and ``dy``); the student's error is its own result (the
+    pair's checks still grade)."""
     from labkit.runs.buildit import describe
-    qkv, proj, x, dy = _attention(cfg)
+    qkv, proj, (x, dy) = linear(*got[0:2]), linear(*got[2:4]), got[4:6]
     try:
         col = mod.ColumnParallelLinear(qkv, r, w, parts=3)
         row = mod.RowParallelLinear(proj, r, w)
