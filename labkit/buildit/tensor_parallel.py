@@ -44,7 +44,7 @@ import json
 import math
 
 from labkit.buildit.tensor_parallel_blocks import fused_block, linear, \
-    pair_layers, share  # noqa: F401 (share: what the hub deals a rank)
+    pair_layers, share
 from labkit.buildit.tensors import cache_key, flat, gap
 
 CONFIG = {"hidden": 16, "tokens": 6, "heads": 2, "seed": 0}
