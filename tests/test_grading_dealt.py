@@ -1,9 +1,9 @@
 """Data dealt by the grader's hub (labkit/buildit/dealt.py) on forked
-ranks: the answer key still scores; a rank that draws the whole sequence
-or batch or layer itself and computes the answer alone (tests/buildit/
+ranks: the answer key still scores; a rank that draws the whole sequence,
+batch or layer itself and computes the answer alone (tests/buildit/
 hostile_cp_local.py, hostile_zero_local.py, hostile_moe_local.py,
-hostile_tp_local.py) scores on its own draw and fails on the dealt one; the seed is the
-rerun's, drawn after the forks, in no rank's result."""
+hostile_tp_local.py) scores on its own draw and fails on the dealt one;
+the seed is the rerun's, drawn after the forks, in no rank's result."""
 import json
 
 import pytest

@@ -69,9 +69,9 @@ HIDDEN_WORLD = 4
 LOSS_SCALE = 1e-3
 # |param - reference| after the steps: an exact ZeRO is 8.7e-7 off at
 # most (above; the answer key on the grader's hub, 4 ranks, 10 dealt
-# draws: 3.7e-7 to 5.4e-7), while a wrong optimizer is off by a share of a step,
-# lr = 1e-2: one that sums instead of averaging, 1.2e-2 at least; one that
-# forgets Adam's moments, 4.6e-2 (5 batches each)
+# draws: 3.7e-7 to 5.4e-7), while a wrong optimizer is off by a share of
+# a step, lr = 1e-2: one that sums instead of averaging, 1.2e-2 at least;
+# one that forgets Adam's moments, 4.6e-2 (5 batches each)
 TOL = 1e-4
 
 
