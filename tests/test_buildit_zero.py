@@ -16,24 +16,23 @@ def test_zero_s_loss_keeps_adam_smooth_at_float32_rounding():
     from labkit.buildit.sharding import mlp
     cfg = {**zero.CONFIG, **zero.HIDDEN}
     cfg.pop("probe")
-    w, b = 4, cfg["batch"]
+    w = 4
 
     def gap(scale, seed, order):
         c = {**cfg, "data_seed": seed}
-        xs, ys = zero.data(c, w)
         ref, ranks = mlp(c), mlp(c)
         opts = [torch.optim.Adam(m.parameters(), lr=c["lr"])
                 for m in (ref, ranks)]
-        mse = torch.nn.functional.mse_loss
-        for x, y in zip(xs, ys):
+        shares = {r: zero.share(c, w, r) for r in order}
+        for t, (x, y) in enumerate(zip(*zero.data(c, w))):
             for o in opts:
                 o.zero_grad()
-            (scale * mse(ref(x), y)).backward()
+            zero.loss(ref, x, y, scale).backward()
             acc = [torch.zeros_like(p) for p in ranks.parameters()]
             for r in order:
                 m = copy.deepcopy(ranks)
-                part = slice(r * b, (r + 1) * b)
-                (scale * mse(m(x[part]), y[part])).backward()
+                zero.loss(m, shares[r][0][t], shares[r][1][t],
+                          scale).backward()
                 for a, p in zip(acc, m.parameters()):
                     a += p.grad
             for a, p in zip(acc, ranks.parameters()):

@@ -75,10 +75,10 @@ LOSS_SCALE = 1e-3
 TOL = 1e-4
 
 
-def loss(model, x, y):
+def loss(model, x, y, scale: float = LOSS_SCALE):
     """What every rank and the reference differentiate."""
     from torch import nn
-    return LOSS_SCALE * nn.functional.mse_loss(model(x), y)
+    return scale * nn.functional.mse_loss(model(x), y)
 
 
 def data(cfg, w):
