@@ -74,7 +74,9 @@ def test_the_key_scores_full_marks_on_forked_ranks(tmp_path):
 
 
 @pytest.mark.parametrize("source, why", [
-    ("import os\nos._exit(5)\n", "rank 0: exit 5"),
+    # the rank that exits first may take the other down with it (exit 1,
+    # a closed connection): its own exit is in the reason either way
+    ("import os\nos._exit(5)\n", ": exit 5"),
     ("import time\ntime.sleep(600)\n", "hung (killed after 4 s)")])
 def test_a_crash_or_a_hang_is_a_reason(tmp_path, source, why):
     got = fork_ranks("zero", source, HIDDEN, 2, tmp_path, 4)
