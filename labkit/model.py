@@ -79,7 +79,15 @@ def build(config: GPTConfig | None = None, seed: int = 0) -> GPT:
 
 
 def sharding_units(model: GPT) -> list[nn.Module]:
-    """The modules FSDP wraps (or shards) one by one, in forward order."""
+    """The modules FSDP wraps (or shards) one by one, in forward order.
+
+    With tied embeddings the token table is also the head's weight, and
+    one parameter can belong to one FSDP group only: the root then owns
+    both ``embed`` and ``head`` (torchtitan's Qwen3 ``apply_fsdp`` leaves
+    them to the root the same way), and the blocks are the units.
+    """
+    if getattr(getattr(model, "arch", None), "tied", False):
+        return [*model.blocks]
     return [model.embed, *model.blocks, model.head]
 
 

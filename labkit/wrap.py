@@ -41,14 +41,22 @@ ZERO_EQUIVALENT = {"ddp": "ddp", "fsdp2_full": "full_shard",
                    "fsdp1_hybrid_shard": "hybrid_shard"}
 
 
+def shard_group_of(strategy: str, shard_group: int | None = None):
+    """The ranks one copy of the states is sharded over inside a hybrid
+    group (the wrap's default is 2); None for every other strategy."""
+    if strategy.endswith(("hybrid", "hybrid_shard")):
+        return shard_group or 2
+    return None
+
+
 def check_strategy(strategy: str, world_size: int,
                    shard_group: int | None = None) -> None:
     """Raise ValueError for a strategy that cannot run at this world size."""
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; choose from "
                          f"{', '.join(STRATEGIES)}")
-    if strategy.endswith("hybrid") or strategy.endswith("hybrid_shard"):
-        g = shard_group or 2
+    g = shard_group_of(strategy, shard_group)
+    if g is not None:
         if world_size % g or world_size == g:
             raise ValueError(f"{strategy} needs a world size that is a "
                              f"multiple (> 1x) of the shard group {g}, "
@@ -57,7 +65,7 @@ def check_strategy(strategy: str, world_size: int,
 
 def _mesh(ctx, shard_group: int | None):
     from torch.distributed.device_mesh import init_device_mesh
-    g = shard_group or 2
+    g = shard_group_of("fsdp2_hybrid", shard_group)
     return init_device_mesh(ctx.device.type, (ctx.world_size // g, g),
                             mesh_dim_names=("replicate", "shard"))
 

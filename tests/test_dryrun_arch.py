@@ -34,3 +34,22 @@ def test_bad_combinations_are_one_line():
              "--strategy", "fsdp1_full_shard")
     assert r.returncode == 2 and "fsdp2" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+TIED = ROOT / "tests" / "data" / "hf_configs" / "qwen2-0.5b.json"
+
+
+def test_tied_embeddings_under_every_data_parallel_strategy():
+    """Qwen2-0.5B ties its head to the token table; FSDP2 puts one
+    parameter in one group only, so the root owns both (as torchtitan
+    does) and every strategy's states are the ledger's 16 Psi / N, N the
+    ranks one copy is sharded over (the hybrid's group of 2)."""
+    psi = 494_032_768  # transformers' Qwen2ForCausalLM, tied
+    for strategy, n in (("fsdp2_full", 4), ("fsdp2_grad_op", 4),
+                        ("fsdp2_hybrid", 2), ("ddp", 1)):
+        r = _dry("--hf-config", str(TIED), "--seq", "256", "--gpus", "4",
+                 "--strategy", strategy, "--json")
+        assert r.returncode == 0, (strategy, r.stderr)
+        row = json.loads(r.stdout)["labs"]["qwen2-0.5b"]["cases"][0]
+        assert abs(row["states"] / (16 * psi / n) - 1) <= 0.01, strategy
+        assert row["agrees"], strategy

@@ -166,7 +166,8 @@ def arch_case(rec, strategy: str, world: int, micro_batch: int, seq: int,
     from labkit.predict import params as P
     from labkit.predict.memory import ledger
     from labkit.train import make_optimizer
-    from labkit.wrap import ZERO_EQUIVALENT, autocast, wrap
+    from labkit.wrap import (ZERO_EQUIVALENT, autocast, shard_group_of,
+                             wrap)
     if not strategy.startswith(("fsdp2", "ddp")):
         raise ValueError("--hf-config/--preset run ddp or fsdp2_* strategies"
                          f" (FSDP1's wrap policy names the GPT's modules), "
@@ -190,8 +191,10 @@ def arch_case(rec, strategy: str, world: int, micro_batch: int, seq: int,
             loss.backward()
             opt.step()
         return model, opt, step
+    group = shard_group_of(strategy)
     led = ledger(P.total(rec), world, ZERO_EQUIVALENT[strategy],
-                 precision="fp32")
+                 precision="fp32",
+                 **({"shard_group": group} if group else {}))
     states = led.params_gpu + led.grads_gpu + led.optimizer_gpu
     pred = {"params": led.params_gpu, "grads": led.grads_gpu,
             "optimizer": led.optimizer_gpu, "gathered": led.transient_gpu,
