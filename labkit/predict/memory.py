@@ -40,6 +40,7 @@ from labkit.predict.memory_verdict import (  # noqa: F401 (re-exported)
 from labkit.predict.params import gpt_params  # noqa: F401 (re-exported)
 
 GB = 1e9
+HOST_MEM_GB = 2048.0   # DGX A100 80 GB / H100 / H200: 2 TB (cluster.GPUS)
 
 
 # -- command line -------------------------------------------------------------
@@ -64,6 +65,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fp32-grads", action="store_true",
                    help="accumulate gradients in fp32 (mixed precision)")
     p.add_argument("--gpus-per-node", type=int, default=8)
+    p.add_argument("--framework", default="ledger",
+                   help="what the framework allocates beside the ledger: "
+                        "ledger (none), deepspeed, fsdp2, fsdp1, megatron")
+    p.add_argument("--host-mem", type=float, default=HOST_MEM_GB,
+                   help="host memory of one node in GB (default: a DGX "
+                        "H100's 2 TB)")
+    for name, unit in (("cuda-context-gb", "GB"), ("nccl-buffsize", "bytes"),
+                       ("nccl-channels", "channels"), ("slack", "fraction")):
+        p.add_argument(f"--{name}", type=float, default=None,
+                       help=f"runtime floor: {name.replace('-', ' ')} "
+                            f"({unit}; labkit.predict.runtime_floor)")
     p.add_argument("--json", action="store_true",
                    help="bytes per GPU as JSON instead of a table in GB")
 
@@ -91,25 +103,39 @@ def main(args) -> int:
     led = ledger(args.params, args.gpus, strategy, **kw)
     v = verdict(args.params, args.gpus, args.gpu_mem * GB, strategy,
                 gpus_per_node=args.gpus_per_node, **kw)
+    job = real_job(args, rec, led, strategy)
     if args.json:
-        print(json.dumps({"ledger": led.as_dict(), "verdict": v,
+        print(json.dumps({"ledger": led.as_dict(), "verdict": v, "job": job,
                           "unit": "bytes per GPU"}, indent=1))
         return 0
     print(f"{strategy} ({args.precision}, {args.optimizer}, offload "
           f"{args.offload}): {args.params:g} parameters on {args.gpus} GPUs"
           f" of {args.gpu_mem:g} GB  (GB = 1e9 bytes)")
-    print(f"{'':12s}{'GPU':>10s}{'CPU':>10s}")
+    print(f"{'':34s}{'GPU':>10s}{'CPU':>10s}")
     for name in ("params", "grads", "optimizer"):
         gpu = getattr(led, f"{name}_gpu")
         if name == "params":
             gpu += led.transient_gpu
-        print(f"{name:12s}{gpu / GB:10.2f}{getattr(led, name + '_cpu') / GB:10.2f}")
-    print(f"{'total':12s}{led.gpu_total / GB:10.2f}{led.cpu_total / GB:10.2f}")
-    if v["fits"]:
-        print(f"fits: {led.gpu_total / GB:.2f} GB <= {args.gpu_mem:g} GB "
-              "(model states only; activations come on top)")
-    else:
-        msg = f"does not fit: {led.gpu_total / GB:.2f} GB > {args.gpu_mem:g} GB"
+        cpu = getattr(led, name + "_cpu")
+        print(f"{name:34s}{gpu / GB:10.2f}{cpu / GB:10.2f}")
+    print(f"{'ledger total':34s}{led.gpu_total / GB:10.2f}"
+          f"{led.cpu_total / GB:10.2f}")
+    for t in job["framework"]:
+        mark = "(a bound, not added) " if t["bound"] else ""
+        print(f"+ {args.framework} {t['name']:{31 - len(args.framework)}s}"
+              f"{t['gpu'] / GB:10.2f}{t['cpu'] / GB:10.2f}  {mark}"
+              f"{t['source']}")
+    for name, b, src in job["floor"]["terms"]:
+        print(f"+ {name:32s}{b / GB:10.2f}{0:10.2f}  {src}")
+    print(f"{'per GPU (activations on top)':34s}{job['gpu_need'] / GB:10.2f}"
+          f"{job['cpu_need'] / GB:10.2f}")
+    h = job["host"]
+    print(f"host per node: {h['need'] / GB:.2f} GB of {h['have'] / GB:g} GB "
+          f"({args.gpus_per_node} ranks x {job['cpu_need'] / GB:.2f} GB)")
+    print(job["sentence"])
+    if not v["fits"]:
+        msg = (f"the ledger alone: {led.gpu_total / GB:.2f} GB > "
+               f"{args.gpu_mem:g} GB")
         if v.get("smallest_gpus"):
             msg += (f"; fewest GPUs that fit: {v['smallest_gpus']}"
                     f" ({v['smallest_nodes']} node(s) of {args.gpus_per_node})")
@@ -117,3 +143,47 @@ def main(args) -> int:
             msg += f"; or offload the {v['offload_that_fits']} on {args.gpus} GPUs"
         print(msg)
     return 0
+
+
+def real_job(args, rec, led, strategy: str) -> dict:
+    """The ledger plus the framework's terms, the runtime floor and the
+    host: what one rank and one node of the reader's job hold, and the
+    headroom left (:mod:`labkit.predict.frameworks`,
+    :mod:`labkit.predict.runtime_floor`)."""
+    from labkit.predict import frameworks as F
+    from labkit.predict.runtime_floor import floor, headroom_sentence
+    sizes = {}
+    needs_sizes = (args.framework in ("fsdp2", "fsdp1") or
+                   (args.framework == "deepspeed" and strategy == "zero3"))
+    if rec is not None:
+        sizes = F.record_sizes(rec)
+    elif needs_sizes:
+        raise ValueError(f"--framework {args.framework} at this stage needs "
+                         "the model's layers: give --hf-config or --preset")
+    if args.host_mem is not None and not args.host_mem > 0:
+        raise ValueError(f"--host-mem must be positive, got {args.host_mem}")
+    terms = F.terms(args.framework, ledger_strategy=strategy,
+                    params=args.params, gpus=args.gpus,
+                    gpus_per_node=args.gpus_per_node, offload=args.offload,
+                    precision=args.precision, **sizes)
+    added = [t for t in terms if not t.bound]
+    gpu = led.gpu_total + sum(t.gpu for t in added)
+    cpu = led.cpu_total + sum(t.cpu for t in added)
+    fl = floor(args.gpus, allocated=gpu,
+               cuda_context_gb=args.cuda_context_gb,
+               nccl_buffsize=args.nccl_buffsize,
+               nccl_channels=args.nccl_channels, slack=args.slack)
+    need = gpu + fl["total"]
+    ranks = min(args.gpus, args.gpus_per_node)
+    host = {"need": cpu * ranks, "have": args.host_mem * GB,
+            "fits": cpu * ranks <= args.host_mem * GB}
+    sentence = headroom_sentence(need, args.gpu_mem * GB)
+    if not host["fits"]:
+        sentence = (f"does not fit: the host needs {host['need'] / GB:.0f} GB"
+                    f" per node, has {args.host_mem:g} GB (offload "
+                    f"{args.offload}); GPU: {sentence}")
+    return {"framework": [t.as_dict() for t in terms], "floor": fl,
+            "gpu_need": need, "cpu_need": cpu, "host": host,
+            "headroom": args.gpu_mem * GB - need,
+            "fits": need <= args.gpu_mem * GB and host["fits"],
+            "sentence": sentence}
