@@ -142,62 +142,18 @@ def ledger_terms(row: dict, total_params: float, largest_layer: float,
     per *node* (one host serves its GPUs), so the ledger's per-rank CPU
     bytes are multiplied by the GPUs of a node.
 
-    The terms (``estimate_zero2_model_states_mem_needs`` in
-    ``deepspeed/runtime/zero/stage_1_and_2.py``, ``estimate_zero3_...`` in
-    ``stage3.py``, DeepSpeed 0.19.8):
-
-    - ``fp32_grads``: DeepSpeed's 18 bytes per parameter (ZeRO-2: 2 fp16
-      grads + 4 fp32 grads + 4 fp32 weights + 8 Adam; ZeRO-3: 2 fp16
-      weights + 4 fp32 grads + 4 + 8) and its 16 under offload (4 + 4 + 4
-      + 4) count the gradient partition in fp32, as it is when the
-      optimizer steps; the ledger's 16 = 2 + 2 + 12 counts it in 16 bits.
-    - ``largest_layer``: ZeRO-3 gathers one layer's fp16 weights and
-      computes its fp16 gradients at a time: 4 bytes x its parameters.
-    - ``fp32_model_per_process``: every process of a node first builds
-      the whole model in fp32 on the host (4 bytes x params x processes),
-      unless ``zero.Init`` builds it partitioned; DeepSpeed takes the
-      larger of that and the offloaded states.
-    - ``not_divided_by_nodes``: ZeRO-2 offload's CPU estimate is not
-      divided by the number of nodes (ZeRO-3's is).
-    - ``buffer``: CPU figures are multiplied by ``buffer_factor`` (1.5).
+    The terms are :func:`labkit.predict.frameworks.deepspeed_terms`'
+    (pure formulas, the ones ``memory --framework deepspeed`` prints):
+    ``fp32_grads``, ``largest_layer``, ``fp32_model_per_process``,
+    ``not_divided_by_nodes`` and ``buffer``; this function adds their
+    sum under ``deepspeed`` for the tests to hold to the estimator.
     """
-    from labkit.predict.memory import ledger as _ledger
-    g, k = gpus_per_node, nodes
-    n = g * k
-    psi, big, f = float(total_params), float(largest_layer), buffer_factor
-    stage, off_opt, off_par = (row["stage"], row["offload_optimizer"],
-                               row["offload_param"])
-    offload = "params" if off_par else ("optimizer" if off_opt else "none")
-    led = _ledger(psi, n, f"zero{stage}", precision="mixed",
-                  optimizer="adam", offload=offload)
-    gpu = {"ledger": led.gpu_total}
-    cpu = {"ledger": led.cpu_total * g}
-    # -- GPU --------------------------------------------------------------
-    if stage == 2 and not off_opt:
-        gpu["fp32_grads"] = 4 * psi / n          # 2 + 18/N vs 2 + 14/N
-    if stage == 3:
-        gpu["largest_layer"] = 4 * big
-        if not off_opt:
-            gpu["fp32_grads"] = 2 * psi / n      # 18/N vs 16/N
-    # -- CPU (per node), before the buffer factor ---------------------------
-    if not off_opt:          # nothing offloaded: host memory to build it
-        built = big if (stage == 3 and row["zero_init"]) else psi
-        cpu["fp32_model_per_process"] = 4 * built * g
-    else:
-        if stage == 2:       # psi * max(4 * N, 16): N = all GPUs
-            states, model = 16 * psi, 4 * n * psi
-        else:                # psi * max(4 g, 16/k or 18/k) without zero.Init
-            states = (18 if off_par else 16) * psi / k
-            model = 0 if row["zero_init"] else 4 * g * psi
-        if model > states:
-            cpu["fp32_model_per_process"] = model - cpu["ledger"]
-        else:
-            per_node = states if stage == 3 else 16 * psi / k
-            cpu["fp32_grads"] = per_node - cpu["ledger"]
-            if stage == 2 and k > 1:
-                cpu["not_divided_by_nodes"] = states - per_node
-    unbuffered = sum(cpu.values())
-    cpu["buffer"] = (f - 1) * unbuffered
+    from labkit.predict.frameworks import deepspeed_terms
+    d = deepspeed_terms(row["stage"], total_params, largest_layer,
+                        gpus_per_node, nodes, row["offload_optimizer"],
+                        row["offload_param"], row["zero_init"] is not False,
+                        buffer_factor)
+    gpu, cpu = d["gpu"], d["cpu"]
     gpu["deepspeed"] = sum(gpu.values())
     cpu["deepspeed"] = sum(cpu.values())
     return {"gpu": gpu, "cpu": cpu}

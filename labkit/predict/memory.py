@@ -137,10 +137,12 @@ def main(args) -> int:
         msg = (f"the ledger alone: {led.gpu_total / GB:.2f} GB > "
                f"{args.gpu_mem:g} GB")
         if v.get("smallest_gpus"):
-            msg += (f"; fewest GPUs that fit: {v['smallest_gpus']}"
-                    f" ({v['smallest_nodes']} node(s) of {args.gpus_per_node})")
+            msg += (f"; fewest GPUs that fit: {v['smallest_gpus']} "
+                    f"({v['smallest_nodes']} node(s) of "
+                    f"{args.gpus_per_node})")
         if v.get("offload_that_fits"):
-            msg += f"; or offload the {v['offload_that_fits']} on {args.gpus} GPUs"
+            msg += (f"; or offload the {v['offload_that_fits']} on "
+                    f"{args.gpus} GPUs")
         print(msg)
     return 0
 
