@@ -36,6 +36,7 @@ COMMANDS = {
     "preflight": ("labkit.preflight", "is this machine what a lab profile needs? (exit 0/1/2)"),
     "plan": ("labkit.predict.plan_cli", "rank parallel layouts: memory, step time, MFU"),
     "dryrun": ("labkit.dryrun.cli", "every lab at its GPU sizes on fake tensors: bytes per rank"),
+    "build": ("labkit.measure.hf_build", "any config transformers builds, on fake tensors: params, FLOPs, activations"),
 }
 
 

@@ -116,7 +116,10 @@ def _qwen_moe(cfg, kind, c) -> Arch:
         if bias:
             c = dict(c, out_bias=True)
     return Arch(**c, **_gqa(cfg, kind, c), **shared,
-                experts=_int(cfg, "num_experts"),
+                # transformers 5 writes Qwen's num_experts under the
+                # attribute_map's num_local_experts (config.to_dict())
+                experts=_int(cfg, "num_experts" if "num_experts" in cfg
+                             else "num_local_experts"),
                 expert_ffn=_int(cfg, "moe_intermediate_size"),
                 qkv_bias=bias, qk_norm=kind == "qwen3_moe",
                 norm_topk=bool(cfg.get("norm_topk_prob", False)))
