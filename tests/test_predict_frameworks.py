@@ -114,7 +114,7 @@ def test_host_memory_decides_offload():
     """Qwen3-235B-A22B with its optimizer on the host of one 8-GPU node
     needs 14 bytes x 235 B parameters = 3.3 TB: the GPUs fit, the 2 TB
     host does not, and the verdict says so."""
-    cfg = ROOT / "tests" / "data" / "hf_configs" / "qwen3-235b-a22b.json"
+    cfg = ROOT / "tests" / "data" / "hf_configs_moe" / "qwen3-235b-a22b.json"
     r = _memory("--hf-config", str(cfg), "--gpus", "8", "--stage", "3",
                 "--offload", "optimizer")
     assert r.returncode == 0, r.stderr
