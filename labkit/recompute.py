@@ -7,11 +7,14 @@
 the block keeps only its input and runs its forward again in backward
 (Chen et al. 2016, "Training Deep Nets with Sublinear Memory Cost";
 Korthikanti et al. 2022, Sec. 5: 2 s b h bytes per layer in 16-bit).
-``selective`` keeps the outputs of the ops in :data:`POLICY_OPS` (the
-matmuls and SDPA, torchtitan's op-level selective AC list) through
+``selective`` is the course's *save-matmuls* policy: it keeps the
+outputs of every op in :data:`POLICY_OPS` (all matmuls and SDPA) through
 ``torch.utils.checkpoint.create_selective_checkpoint_contexts`` and
 recomputes the rest (LayerNorm, GELU, weight casts): cheap FLOPs, bytes
-saved. The ledger of what each keeps is
+saved. torchtitan's op-level SAC (``selective_ac_option = "op"``,
+``torchtitan/distributed/activation_checkpoint.py``) saves the same kinds
+of ops "except every second mm", which it recomputes: less memory, more
+FLOPs than this policy. The ledger of what each keeps is
 :func:`labkit.predict.activations.saved`.
 
 Wrapping uses PyTorch's ``checkpoint_wrapper``, which keeps the parameter

@@ -25,9 +25,13 @@ def test_chapter11_llama405b_has_8_kv_heads_and_no_ulysses_above_8():
     ns = _first_cell("11_context_parallel.md")
     g, table = ns["glue"], ns["table"]
     assert g["c11_kv_heads"] == 8 and g["c11_heads"] == 128
-    uly = dict(zip(table["p"], table["Ulysses: all-to-all per rank (GB)"]))
+    uly = dict(zip(table["p"], table["Ulysses: sent per rank (GB)"]))
     assert all(not math.isnan(uly[p]) for p in (2, 4, 8))
     assert math.isnan(uly[16])
+    # bytes that leave the rank, as the ring column: payload x (p-1)/p
+    cp, gb = ns["CP"], ns["GB"]
+    payload = cp.ulysses(ns["m405"], 1, 131072, 8)["all_to_all"]["bytes"]
+    assert uly[8] == payload * 7 / 8 / gb
     ring16 = table.set_index("p")["ring: sent per rank (GB)"][16]
     assert g["c11_ring_mha_x"] == 16 and ring16 < 24.70 / 15
 

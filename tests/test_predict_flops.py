@@ -175,3 +175,14 @@ def test_flops_cli_reads_a_config():
     r = subprocess.run([sys.executable, "-m", "labkit", "flops", "--seq",
                         "8", "--batch", "1"], capture_output=True, text=True)
     assert r.returncode == 2 and "--hf-config" in r.stderr
+
+
+def test_flops_cli_labels_a_config_by_its_record_not_the_gpt_form():
+    from pathlib import Path
+    cfg = Path(__file__).parent / "data" / "hf_configs" / "llama3-8b.json"
+    r = _cli("--hf-config", str(cfg), "--seq", "8192", "--batch", "1")
+    assert r.returncode == 0, r.stderr
+    assert "72Bslh" not in r.stdout and "flops_arch" in r.stdout
+    r = _cli("--layers", "2", "--hidden", "64", "--heads", "4", "--seq",
+             "16", "--vocab", "100", "--batch", "1")
+    assert "72Bslh^2" in r.stdout

@@ -16,10 +16,11 @@ byte (ratio 1.000) for
   bf16, no weight copies -- the gathered weights are FSDP's, freed after
   forward under FULL_SHARD);
 - ``recompute``: ``none``; ``full`` (``torch.utils.checkpoint`` per block:
-  only the block's input is kept); ``selective`` (a checkpoint whose policy,
-  :data:`SELECTIVE_SAVE`, keeps the outputs of the matmuls and of SDPA, as
-  torchtitan's op-level selective AC does, and recomputes LayerNorm, GELU
-  and the weight casts).
+  only the block's input is kept); ``selective`` (the course's
+  save-matmuls policy, :data:`SELECTIVE_SAVE`: a checkpoint that keeps the
+  outputs of every matmul and of SDPA and recomputes LayerNorm, GELU and
+  the weight casts; torchtitan's op-level policy differs: it recomputes
+  every second matmul as well).
 
 What autograd saves, op by op (PyTorch 2.x, SDPA's flash kernel):
 ``native_layer_norm`` its input, mean and rstd (b s x 1 each; fp32 on a GPU,

@@ -29,10 +29,13 @@ heads of ``head_dim``, so their width ``kv_hidden = kv_heads x head_dim``
 is ``heads / kv_heads`` times smaller than the queries' (Llama 3 405B: 8
 KV heads of 128 query heads, 16x). Ring attention sends only K and V:
 ``2 b (s/p) kv_hidden`` elements per hop. Ulysses sends Q and the output at
-full width and K, V at ``kv_hidden``, and it splits *KV* heads over the
-ranks: ``p <= kv_heads``. The saved ``k, v`` shrink the same way. The
-record-based calls :func:`ring`, :func:`ulysses` and :func:`saved` read
-these widths from a :class:`labkit.arch.Arch`.
+full width and K, V at ``kv_hidden``; this module's Ulysses (like
+DeepSpeed's ``DistributedAttention``) splits whole *KV* heads over the
+ranks: ``p <= kv_heads`` (DeepSpeed's ``UlyssesSPAttentionHF`` replicates
+KV heads past that; its limit is the query heads). The saved ``k, v``
+shrink the same way. The record-based calls :func:`ring`,
+:func:`ulysses` and :func:`saved` read these widths from a
+:class:`labkit.arch.Arch`.
 
 Causal masking and load balance: with contiguous chunks rank ``r``
 computes ``r + 1`` of the ``p`` blocks (the others are masked out
@@ -121,7 +124,8 @@ def ulysses(a, batch: int, seq: int, cp: int, elem: int = 2) -> dict:
 
 
 def ulysses_max(a) -> int:
-    """The largest context-parallel size Ulysses can use: the KV heads."""
+    """The largest context-parallel size of this module's Ulysses (whole
+    KV heads per rank): the KV heads."""
     return a.kv_heads
 
 

@@ -255,10 +255,13 @@ def main(args) -> int:
     if args.json:
         print(json.dumps(asdict(r), indent=1))
         return 0
+    # the GPT's closed form names only the GPT; a config is counted layer
+    # by layer (GQA, SwiGLU, active experts: flops_arch.arch_flops)
+    how = ("72Bslh^2(1+s/6h+V/12lh)" if a is None else
+           f"counted from {a.name}'s record: flops_arch")
     rows = [("parameters", f"{r.params:,} ({r.params / 1e9:.2f} B)"),
             ("tokens per iteration", f"{r.tokens:,}"),
-            ("model FLOPs / iteration", f"{r.model_flops:.4g}  "
-             "(72Bslh^2(1+s/6h+V/12lh))"),
+            ("model FLOPs / iteration", f"{r.model_flops:.4g}  ({how})"),
             ("  = (6N + 12LHQT) x tokens", f"{r.palm_flops:.4g}  (PaLM)"),
             (f"hardware FLOPs ({r.recompute})", f"{r.hardware_flops:.4g}")]
     if r.iteration_seconds is not None:

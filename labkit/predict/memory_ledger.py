@@ -119,7 +119,7 @@ def ledger(params: float, gpus: int = 1, strategy: str = "zero3",
     et al. 2023, "PyTorch FSDP", Sec. 3.2.2) and ``no_shard`` (= DDP).
 
     ``offload``: ``optimizer`` moves gradients and optimizer states to CPU
-    memory (ZeRO-Offload, Ren et al. 2021, Sec. 4.1: GPU keeps the 16-bit
+    memory (ZeRO-Offload, Ren et al. 2021, Sec. 3: GPU keeps the 16-bit
     weights, CPU the 16-bit gradients and the K bytes), ``params`` moves the
     weights too (ZeRO-Infinity / FSDP CPU offload; ZeRO-3 only).
     """

@@ -6,7 +6,8 @@
 
 Reads only the model states of :func:`labkit.predict.memory_ledger.ledger`
 (ZeRO paper, Rajbhandari et al. 2020, Sec. 3.1 and Fig. 1; offload:
-ZeRO-Offload, Ren et al. 2021, Sec. 4.1); activations come on top. The
+ZeRO-Offload, Ren et al. 2021, Sec. 3, its optimal offload strategy);
+activations come on top. The
 GPU bytes of a sharded strategy fall (weakly) as the GPU count grows, so
 the fewest GPUs is a binary search. Pure Python.
 """
