@@ -2,6 +2,8 @@
 #   make book   -> executes the labs (CPU profile) and builds _build/html
 #                  (English) and _build/html/zh (Chinese), chapters run once
 #   make test   -> unit + distributed tests, nbval on the labs, strict book build
+#   make serve  -> serves _build/html on http://127.0.0.1:8000/ (the
+#                  calculators need HTTP: a file:// page cannot load them)
 #   make benchmark -> the time budgets, measured (not part of make test)
 #   make rehearse-all -> every notebook's cells rehearsed for gpu8, gpu1
 # The interpreter that builds .venv: PYTHON if given, else the first of
@@ -141,6 +143,12 @@ test:
 		tail -n 30 $(BOOK_RC:.rc=.log); fi; \
 		$(BIN)/python scripts/timeline.py _build/timeline.jsonl --top 15; \
 		[ $$rc = 0 ] && [ "$$brc" = 0 ]
+
+# The built book over HTTP on this machine only (scripts/serve_book.py):
+# the in-page calculators do not run from file://. PORT= picks the port.
+.PHONY: serve
+serve:
+	$(BIN)/python scripts/serve_book.py $(if $(PORT),--port $(PORT))
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest tests -q -m "not distributed"

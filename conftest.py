@@ -187,7 +187,8 @@ def _gpus_needed(tags) -> int:
 BOOK_UNITS = ("tests/test_book_corrections.py", "tests/test_build_book.py",
               "tests/test_calculators_browser.py",
               "tests/test_offline_html.py", "tests/test_site_links.py",
-              "tests/test_student_build.py", "tests/test_zh_html.py")
+              "tests/test_student_build.py", "tests/test_zh_html.py",
+              "tests/test_zh_search.py", "tests/test_zh_theme.py")
 BOOK_WAIT_S = 1800.0
 _BOOK: dict = {}
 

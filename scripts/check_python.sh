@@ -4,10 +4,8 @@
 # Otherwise one line on stderr, with the fix, and exit status 2. The
 # Makefile runs it before it creates .venv or installs anything.
 # .venv-colossalai has its own interpreter, 3.11 or 3.12 (its pins have no
-# 3.13 builds): scripts/cai_python.sh. What was run with each version is
-# in the README ("Python versions"): make test from fresh clones on 3.11,
-# 3.12 and 3.13, all green (.venv-colossalai on 3.11 or 3.12; see there),
-# and this script on the real 3.11.7, 3.12.1 and 3.13.0 (accepted).
+# 3.13 builds): scripts/cai_python.sh. The supported versions and why:
+# docs/setup.md ("Python versions").
 py="$1"
 fix="install Python 3.11 to 3.13 (Ubuntu 22.04: sudo apt install python3.11 python3.11-venv), then make PYTHON=python3.11"
 if [ -z "$py" ]; then

@@ -37,7 +37,7 @@ the plan's total is <= 540 s):
 
 Not here (they need >= 2 GPUs): every lab's gpu8 profile, labs 2-6 and 9
 on gpu1 (world sizes >= 2), lab 8's hang and reshard cells, the NCCL
-busbw probe; see the README.
+busbw probe; see docs/running-labs.md.
 
 The machine's own torch is used as it is. Other packages it lacks travel
 as wheels in ``.whl/`` (``make gpu-wheels`` downloads them here); when that

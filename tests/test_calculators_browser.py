@@ -1,15 +1,19 @@
 """The book's in-page calculators, in a real browser, equal the command line.
 
 Serves the built site (``_build/html``, built by ``make test`` before the
-tests; built here if missing) on 127.0.0.1, opens each chapter with a
-calculator in headless Debian Chromium (Playwright's Python package), types
-a few inputs and compares the table the page shows with
-``python -m labkit COMMAND <the page's inputs> --json`` formatted by the same
-``calc_core.rows``. Any request to a host other than 127.0.0.1 fails the test:
-Pyodide and labkit.predict must come from the site itself. The Chinese
-edition's pages (``zh/``, issue 32) run the same calculators.js and
-labkit.predict, with the words around them in Chinese
-(``calc_core.LABELS``): one of them is driven the same way.
+tests; built here if missing) on 127.0.0.1 with ``make serve``'s server
+(``scripts/serve_book.py``), opens each chapter with a calculator in
+headless Debian Chromium (Playwright's Python package), types a few inputs
+and compares what the page shows with ``python -m labkit COMMAND <the
+page's inputs> --json``: the table (``calc_core.rows``: human units), the
+verdict sentence and the chart (``calc_view``), redrawn after each change.
+Any request to a host other than 127.0.0.1 fails the test: Pyodide and
+labkit.predict must come from the site itself. The Chinese edition's pages
+(``zh/``) run the same calculators.js and labkit.predict, with the words
+around them in Chinese (``calc_core.LABELS``, ``calc_view.WORDS``): each is
+driven the same way. Opened from disk (``file://``), where Chromium refuses
+Pyodide's import and fetches, every calculator says in one sentence how to
+open it over HTTP, keeps the worked example, and throws nothing.
 
 Without Chromium (``make setup`` installs Debian's ``chromium`` where it is
 root with apt) the test is skipped, with the reason; on CI (CI=true) it
@@ -19,8 +23,6 @@ fails instead.
 """
 from __future__ import annotations
 
-import functools
-import http.server
 import json
 import os
 import shutil
@@ -35,7 +37,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 HTML = ROOT / "_build" / "html"
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
+sys.path.insert(0, str(ROOT / "scripts"))
 import calc_core  # noqa: E402
+import calc_view  # noqa: E402
+import serve_book  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu",
@@ -65,10 +70,15 @@ CASES = {
         {"--schedule": "interleaved", "--chunks": "2", "--stages": "3"},
     ]),
 }
-# the Chinese twin of one page (the model picker, an error); the plot's
-# words: test_the_plot_speaks_the_pages_language (each zh page costs a
-# Pyodide start, ~20 s here)
-CASES["zh/book/01_memory.html"] = CASES["book/01_memory.html"]
+# the Chinese twins (the model picker, an error, each chart): each zh page
+# costs a Pyodide start (about 20 s on 2 busy cores)
+for _path in list(CASES):
+    CASES["zh/" + _path] = CASES[_path]
+# the calculators that draw a chart of their result (calc_view.chart; flops
+# has none: its result is one iteration's figures)
+CHARTS = {"memory": "svg.calc-chart rect[data-part]",
+          "comm": "svg.calc-chart rect[data-part]",
+          "pipeline": "svg.calc-plot rect"}
 
 READ_TABLE = """box => {
   const t = box.querySelector('.calc-result > table.calc-table');
@@ -105,20 +115,9 @@ def _site() -> Path:
     return HTML
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map,
-                      ".wasm": "application/wasm", ".mjs": "text/javascript",
-                      ".js": "text/javascript"}
-
-    def log_message(self, *a):
-        pass
-
-
 @pytest.fixture(scope="module")
 def site():
-    root = _site()
-    srv = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(_Quiet, directory=str(root)))
+    srv = serve_book.server(_site(), 0)   # make serve's server, any port
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{srv.server_address[1]}/"
     srv.shutdown()
@@ -193,7 +192,8 @@ def test_page_equals_command_line(site, browser, path):
     if path.startswith("zh/") and not (HTML / "zh" / "index.html").exists():
         pytest.skip("no Chinese edition in this build "
                     "(build_book.py --english-only)")
-    say = calc_core.LABELS["zh" if path.startswith("zh/") else "en"]
+    lang = "zh" if path.startswith("zh/") else "en"
+    say = calc_core.LABELS[lang]
     page = browser.new_page()
     errors = []
     page.on("pageerror", lambda e: errors.append(str(e)))  # uncaught
@@ -203,6 +203,7 @@ def test_page_equals_command_line(site, browser, path):
         box = page.locator(f'.labkit-calculator[data-calculator="{name}"]')
         assert box.count() == 1, f"no {name} calculator on {path}"
         static = box.evaluate(READ_TABLE)  # the worked example, built
+        static_verdict = box.locator(".calc-verdict").text_content()
         assert box.locator(".calc-command").text_content().startswith(
             say["worked"])
         first = wait_for(page, box, {})
@@ -211,7 +212,10 @@ def test_page_equals_command_line(site, browser, path):
         assert box.locator(".calc-status").text_content().startswith(
             say["computed"])
         rc, out, _ = cli(name, first)
-        assert box.evaluate(READ_TABLE) == static == calc_core.rows(out)
+        assert box.evaluate(READ_TABLE) == static == calc_core.rows(out, lang)
+        assert box.locator(".calc-verdict").text_content() == \
+            static_verdict == calc_view.verdict(name, out, lang) != ""
+        drawn = box.locator(".calc-result").inner_html()
         for values in cases:
             fill(page, box, values)
             argv = wait_for(page, box, values)
@@ -223,9 +227,16 @@ def test_page_equals_command_line(site, browser, path):
             if rc == 0:
                 assert box.get_attribute("data-state") == "ready", \
                     box.locator(".calc-status").text_content()
-                assert box.evaluate(READ_TABLE) == calc_core.rows(out), argv
+                assert box.evaluate(READ_TABLE) == calc_core.rows(out, lang), \
+                    argv
+                assert box.locator(".calc-verdict").text_content() == \
+                    calc_view.verdict(name, out, lang) != "", argv
+                if name in CHARTS:
+                    assert box.locator(CHARTS[name]).count() > 0, argv
+                now = box.locator(".calc-result").inner_html()
+                assert now != drawn, f"not redrawn after {values}"
+                drawn = now
                 if name == "pipeline":
-                    assert box.locator("svg.calc-plot rect").count() > 0
                     legend = say["plot"].partition("{")[0]
                     assert legend in box.locator("svg.calc-plot").text_content()
             else:
@@ -239,6 +250,65 @@ def test_page_equals_command_line(site, browser, path):
     assert site + "_static/calculators/pyodide/pyodide.asm.wasm" in browser.seen
     # sphinx-thebe's script declares a constant twice (a theme bug, harmless)
     assert not [e for e in errors if "THEBE" not in e], errors
+
+
+@pytest.mark.parametrize("path", sorted(CASES))
+def test_from_disk_each_calculator_says_how_to_open_it(browser, path):
+    """``file://``: no TypeError, one sentence naming ``make serve`` and
+    this page's address under it; the worked example (verdict, chart,
+    table) is still there, the form hidden."""
+    name = CASES[path][0]
+    html = _site() / path
+    if not html.exists():
+        pytest.skip(f"{path} not built (build_book.py --english-only)")
+    lang = "zh" if path.startswith("zh/") else "en"
+    page = browser.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        page.goto(html.as_uri())
+        box = page.locator(f'.labkit-calculator[data-calculator="{name}"]')
+        page.wait_for_function("b => b.dataset.state === 'file'",
+                               arg=box.element_handle(), timeout=30_000)
+        said = box.locator(".calc-status").text_content()
+        url = f"http://127.0.0.1:8000/{path}"
+        assert said == calc_core.LABELS[lang]["file"].format(url=url)
+        assert "make serve" in said and "Error" not in said
+        assert box.locator(".calc-form").is_hidden()
+        assert box.locator(".calc-verdict").text_content().strip()
+        if name in CHARTS:
+            assert box.locator(CHARTS[name]).count() > 0
+        assert box.evaluate(READ_TABLE)
+    finally:
+        page.close()
+    # sphinx-thebe declares a constant twice (a theme bug, harmless)
+    assert not [e for e in errors if "THEBE" not in e], errors
+
+
+def test_serve_prints_its_address_and_serves_wasm(tmp_path):
+    """``make serve``'s server: the address it prints, Pyodide's types."""
+    (tmp_path / "index.html").write_text("<p>book</p>")
+    (tmp_path / "x.wasm").write_bytes(b"\0asm")
+    srv = serve_book.server(tmp_path, 0)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        import urllib.request
+        base = f"http://127.0.0.1:{srv.server_address[1]}/"
+        with urllib.request.urlopen(base + "x.wasm", timeout=10) as r:
+            assert r.headers["Content-Type"] == "application/wasm"
+        with urllib.request.urlopen(base, timeout=10) as r:
+            assert b"book" in r.read()
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" /
+                                            "serve_book.py"),
+                        "--dir", str(tmp_path / "none")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "make book" in r.stderr
+    import calculators   # the address a file:// page names is make serve's
+    port = serve_book.DEFAULT_PORT
+    assert calculators.SERVED == f"http://127.0.0.1:{port}/"
 
 
 def test_other_hosts_are_blocked_and_caught(site, browser):

@@ -12,7 +12,8 @@ from labkit import checks
 from labkit.lab import check
 
 ROOT = Path(__file__).resolve().parent.parent
-# every lab; its check lives in labkit.checks (README, "Adding a lab")
+# every lab; its check lives in labkit.checks
+# (docs/contributing.md, "Adding a lab")
 LABS = {p.stem.partition("_")[2]: p
         for p in sorted((ROOT / "labs").glob("[0-9]*_*.ipynb"))}
 

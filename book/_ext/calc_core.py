@@ -19,6 +19,8 @@ import io
 import json
 import sys
 
+import calc_view
+
 # Arguments a form never shows: output switches of the command line.
 HIDDEN = {"help", "json", "plot", "hf_config"}   # a page has no files
 # The model picker: ``--preset`` (the command line's own choices, the
@@ -41,6 +43,11 @@ LABELS = {
            "computed": "Computed in your browser:",
            "error": "Error: ",
            "failed": "The calculator could not run here: ",
+           "file": "This page was opened from disk (file://), where the "
+                   "browser cannot load the calculator's Python: run `make "
+                   "serve` in the repository and open {url} to change the "
+                   "inputs (the worked example below was computed when the "
+                   "book was built).",
            "rank": "rank {r}",
            "plot": "time (units of --forward); blue forward, orange "
                    "backward; step {step}",
@@ -50,6 +57,9 @@ LABELS = {
            "computed": "已在你的浏览器中计算：",
            "error": "错误：",
            "failed": "计算器无法在此运行：",
+           "file": "本页是从磁盘（file://）打开的，浏览器无法在此加载计算器的 "
+                   "Python：请在仓库中运行 `make serve`，再打开 {url} "
+                   "即可修改输入（下面的算例是构建本书时算好的）。",
            "rank": "rank {r}",
            "plot": "时间（以 --forward 为单位）；蓝色为前向，橙色为反向；"
                    "一步 {step}",
@@ -173,11 +183,16 @@ def fmt(v) -> str:
     return str(v)
 
 
-def rows(result: dict) -> list[dict]:
+def rows(result: dict, lang: str = "en") -> list[dict]:
     """Table rows of a result: ``{"key", "value"}`` for scalars (nested
     keys joined by dots), ``{"key", "columns", "cells"}`` for a list of
-    records (e.g. the collectives of one step)."""
+    records (e.g. the collectives of one step); values in human units
+    (``calc_view.value``: GB and GiB, ms, %), the rest as ``fmt``."""
     out = []
+
+    def show(key, v):
+        human = calc_view.value(key, v, lang)
+        return fmt(v) if human is None else human
 
     def walk(prefix, d):
         for k, v in d.items():
@@ -187,9 +202,10 @@ def rows(result: dict) -> list[dict]:
             elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
                 cols = list(v[0])
                 out.append({"key": key, "columns": cols,
-                            "cells": [[fmt(x.get(c)) for c in cols] for x in v]})
+                            "cells": [[show(f"{key}.{c}", x.get(c))
+                                       for c in cols] for x in v]})
             else:
-                out.append({"key": key, "value": fmt(v)})
+                out.append({"key": key, "value": show(key, v)})
 
     walk("", result)
     return out
@@ -197,8 +213,11 @@ def rows(result: dict) -> list[dict]:
 
 def svg(name: str, argv: list[str], lang: str = "en") -> str:
     """A small plot for the calculators whose chapter has one ("" if none),
-    its words in ``lang`` (a LABELS key)."""
-    if name != "pipeline" or "error" in run(name, argv):
+    its words in ``lang`` (a LABELS key): the pipeline's timeline, else
+    ``calc_view.chart`` (the memory ledger's bars, bytes per collective)."""
+    if name != "pipeline":
+        return calc_view.chart(name, run(name, argv), lang)
+    if "error" in run(name, argv):
         return ""
     from labkit.predict.pipeline_parallel import simulate
     a = parser(name).parse_args(argv)
@@ -230,14 +249,17 @@ def svg(name: str, argv: list[str], lang: str = "en") -> str:
 
 
 def page_result(name: str, argv_json: str, lang: str = "en") -> str:
-    """What the browser asks for (argv as a JSON list): result, rows, plot
-    (its words in the page's ``lang``)."""
+    """What the browser asks for (argv as a JSON list): result, rows,
+    verdict sentence and plot (their words in the page's ``lang``)."""
     argv = json.loads(argv_json)
     result = run(name, argv)
-    return json.dumps({"result": result, "rows": rows(result),
+    return json.dumps({"result": result, "rows": rows(result, lang),
+                       "verdict": calc_view.verdict(name, result, lang),
                        "svg": svg(name, argv, lang)})
 
 
 if __name__ == "__main__":
-    for r in rows(run(sys.argv[1], sys.argv[2:])):
+    res = run(sys.argv[1], sys.argv[2:])
+    print(calc_view.verdict(sys.argv[1], res))
+    for r in rows(res):
         print(r)

@@ -2,7 +2,11 @@
 // Pyodide comes from this site's _static/calculators/pyodide/ (never a CDN);
 // labkit.predict and calc_core.py come from labkit-predict.zip next to this
 // file. Each form change runs `python -m labkit NAME ... --json` in-process
-// (calc_core.page_result) and redraws the table (and plot) from its rows.
+// (calc_core.page_result) and redraws the verdict, the chart and the table
+// from its result. Opened from disk (file://), a browser refuses the
+// module import and the fetches Pyodide needs: the box then says in one
+// sentence how to open the page over HTTP (`make serve`) and keeps the
+// worked example the build computed.
 (function () {
   "use strict";
   const base = new URL(".", document.currentScript.src).href;
@@ -94,6 +98,17 @@
     return out;
   }
 
+  // This page's address under `make serve` (scripts/serve_book.py serves
+  // _build/html at the box's data-serve address; Chinese pages are zh/).
+  function servedURL(box) {
+    const here = location.href.split("#")[0];
+    for (const m of ["/_build/html/", "/html/"]) {
+      const i = here.lastIndexOf(m);
+      if (i >= 0) return box.dataset.serve + here.slice(i + m.length);
+    }
+    return box.dataset.serve;
+  }
+
   function setup(box) {
     const name = box.dataset.calculator;
     const form = box.querySelector(".calc-form");
@@ -102,6 +117,12 @@
     // the page's words (calc_core.LABELS, in the page's language)
     const say = JSON.parse(box.dataset.labels);
     let seq = 0;
+    if (location.protocol === "file:") {
+      status.hidden = false;
+      status.textContent = say.file.replace("{url}", servedURL(box));
+      box.dataset.state = "file";
+      return;
+    }
     form.hidden = false;
     status.hidden = false;
     status.textContent = say.loading;
@@ -120,8 +141,10 @@
       } else {
         status.textContent = say.computed + " python -m labkit " +
           name + " " + args.join(" ");
-        result.appendChild(table(out.rows));
+        result.appendChild(cell("p", out.verdict)).className =
+          "calc-verdict";
         if (out.svg) result.insertAdjacentHTML("beforeend", out.svg);
+        result.appendChild(table(out.rows));
         box.dataset.state = "ready";
       }
       box.dataset.argv = JSON.stringify(args);

@@ -39,6 +39,7 @@ from pathlib import Path
 
 import calc_core
 import calc_help
+import calc_view
 
 PYODIDE_VERSION = "314.0.6"
 # The files of the npm package a page needs (no console, maps or typings).
@@ -47,6 +48,9 @@ PYODIDE_FILES = ["pyodide.js", "pyodide.mjs", "pyodide.asm.mjs",
                  "package.json"]
 HERE = Path(__file__).resolve().parent
 STATIC = "calculators"  # under the site's _static/
+# where `make serve` (scripts/serve_book.py) shows the book: a page opened
+# from disk names it (a file:// page cannot run the calculators)
+SERVED = "http://127.0.0.1:8000/"
 
 
 def checkout() -> Path:
@@ -92,7 +96,8 @@ def fetch(dest: Path | None = None) -> Path:
 
 def python_zip() -> bytes:
     """``labkit/{__init__,__main__,cli_rules,disk}.py``,
-    ``labkit/predict/*.py`` and ``calc_core.py``: everything the browser
+    ``labkit/predict/*.py``, ``calc_core.py`` and ``calc_view.py``
+    (units, verdict, charts): everything the browser
     imports (cli_rules: the command line's checks of every value)."""
     root = checkout()
     files = [*(root / "labkit" / f for f in ("__init__.py", "__main__.py",
@@ -102,7 +107,8 @@ def python_zip() -> bytes:
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         for f in files:
             z.write(f, f.relative_to(root).as_posix())
-        z.write(HERE / "calc_core.py", "calc_core.py")
+        for f in ("calc_core.py", "calc_view.py"):
+            z.write(HERE / f, f)
     return buf.getvalue()
 
 
@@ -180,13 +186,16 @@ def calculator_html(name: str, argv: list[str], shown: list[str] | None,
     cmd = html.escape(shlex.join(["python", "-m", "labkit", name, *argv]))
     return (
         f'<div class="labkit-calculator" data-calculator="{html.escape(name)}"'
-        f' data-lang="{lang}" data-labels="{html.escape(json.dumps(say))}">'
+        f' data-lang="{lang}" data-serve="{SERVED}"'
+        f' data-labels="{html.escape(json.dumps(say))}">'
         f'<p class="calc-command">{html.escape(say["worked"])} '
         f'<code>{cmd}</code></p>'
         f'<form class="calc-form" hidden onsubmit="return false">{form}</form>'
         '<p class="calc-status" hidden aria-live="polite"></p>'
-        f'<div class="calc-result">{table_html(calc_core.rows(result))}'
-        f'{calc_core.svg(name, argv, lang)}</div></div>')
+        '<div class="calc-result"><p class="calc-verdict">'
+        f'{html.escape(calc_view.verdict(name, result, lang))}</p>'
+        f'{calc_core.svg(name, argv, lang)}'
+        f'{table_html(calc_core.rows(result, lang))}</div></div>')
 
 
 def setup(app):

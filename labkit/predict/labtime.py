@@ -16,7 +16,7 @@ formulas, each assumption named:
   process group and CUDA/NCCL initialisation), an assumption;
 * DeepSpeed ops: ``OP_COMPILE_S`` per op the profile compiles
   (:func:`deepspeed_ops`, the NVMe cell's included), the slowest of the compiles
-  measured once on this course's CPU machine (38-55 s per op, README).
+  measured once on this course's 2-core CPU machine (38-55 s per op).
 
 After a run the runner writes the actual minutes beside the estimate in
 ``run.json`` (estimate / actual / ratio), so the next plan can be judged.
@@ -32,7 +32,7 @@ from labkit.predict.sharding import comm_time, step_comm
 MFU = 0.35            # assumption: model FLOPs utilisation of a small run
 LAUNCH_S = 30.0       # assumption: one torchrun launch's start-up on GPUs
 LAUNCH_S_CPU = 8.0    # assumption: the same with gloo on CPU
-OP_COMPILE_S = 55.0   # measured once: 38-55 s per DeepSpeed op (README)
+OP_COMPILE_S = 55.0   # measured once: 38-55 s per DeepSpeed op
 GPU = "h100"          # the peak the gpu profiles are written for
 RUN_LISTS = ("strategies", "variants", "fsdp", "bucket_caps_mb", "schedules",
              "recompute_strategies", "accumulation_runs",
