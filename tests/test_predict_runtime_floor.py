@@ -39,3 +39,15 @@ def test_headroom_is_a_sentence():
         "fits with 12.40 GB headroom per GPU"
     assert headroom_sentence(83.1e9, 80e9) == \
         "does not fit: 3.10 GB over per GPU"
+
+
+def test_the_job_suggests_what_fits_with_the_floor():
+    """70B on 8 x 80 GB: the ledger alone says 14 GPUs (16 Psi / 14 = 80
+    GB exactly), but the floor leaves nothing there: 15 with it."""
+    from labkit.predict.job import job
+    j = job(70e9, 8, "zero3", gpu_mem=80e9)
+    assert not j["fits"] and j["smallest_gpus"] == 15
+    assert j["offload_that_fits"] == "optimizer"
+    assert job(70e9, 15, "zero3", gpu_mem=80e9)["fits"]
+    assert not job(70e9, 14, "zero3", gpu_mem=80e9)["fits"]
+    assert j["sentence"].startswith("does not fit:")

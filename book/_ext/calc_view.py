@@ -20,9 +20,13 @@ GB, GIB = 1e9, 2.0 ** 30
 
 WORDS = {
     "en": {
-        "fits": "Fits: {total} per GPU of {mem}, {free} headroom per GPU "
-                "(model states only; activations come on top).",
-        "nofit": "Does not fit: needs {total} per GPU, the GPU has {mem}",
+        "fits": "Fits with {free} headroom per GPU: {total} of {mem}, the "
+                "model states plus the runtime floor (activations come on "
+                "top).",
+        "nofit": "Does not fit: needs {total} per GPU with the runtime "
+                 "floor, the GPU has {mem}",
+        "host": "Does not fit the host: {need} per node, it has {have}",
+        "floor": "framework + runtime floor",
         "fewest": "; {n} GPUs ({nodes} nodes) would fit",
         "offload": "; or offload the {what} on {gpus} GPUs",
         "comm": "Each GPU sends {sent} per step ({phi} × Φ bytes "
@@ -41,9 +45,12 @@ WORDS = {
               (1e3, "thousand")],
     },
     "zh": {
-        "fits": "放得下：每张 GPU 需 {total}，GPU 显存 {mem}，每张余 {free}"
-                "（仅模型状态，激活值另计）。",
-        "nofit": "放不下：每张 GPU 需 {total}，GPU 显存只有 {mem}",
+        "fits": "放得下，每张 GPU 余量 {free}：模型状态加运行时底座共 "
+                "{total}，显存 {mem}（激活值另计）。",
+        "nofit": "放不下：算上运行时底座每张 GPU 需 {total}，GPU 显存只有 "
+                 "{mem}",
+        "host": "主机内存不够：每个节点需 {need}，只有 {have}",
+        "floor": "框架与运行时底座",
         "fewest": "；{n} 张 GPU（{nodes} 个节点）可以放下",
         "offload": "；或在 {gpus} 张 GPU 上卸载{what}",
         "comm": "每张 GPU 每步发送 {sent}（逻辑上 {phi} × Φ 字节），"
@@ -63,7 +70,7 @@ WORDS = {
 OFFLOAD = {"zh": {"optimizer": "优化器状态", "params": "参数",
                   "optimizer+params": "优化器状态和参数"}}
 COLORS = {"params": "#4c72b0", "grads": "#dd8452", "optimizer": "#55a868",
-          "transient": "#8172b3"}
+          "transient": "#8172b3", "floor": "#937860"}
 PART = ("params", "grads", "optimizer", "transient")
 
 
@@ -101,7 +108,10 @@ def _kind(key: str) -> str:
     if last in ("seconds", "iteration_seconds"):
         return "s"
     ledger = key.startswith(("ledger.", "verdict."))
-    if (ledger and last.endswith(("_gpu", "_cpu", "_total", "_mem"))
+    if (ledger and last.endswith(("_gpu", "_cpu", "_total", "_mem",
+                                  "_need", "headroom"))
+            or key.startswith(("framework.", "floor.")) and last in (
+                "gpu", "cpu", "bytes")
             or last.endswith("bytes") or last == "sent"):
         return "bytes"
     if last in ("params", "matmul_params", "tokens", "numel",
@@ -138,7 +148,11 @@ def verdict(name: str, r: dict, lang: str = "en") -> str:
     if name == "memory":
         led, v = r["ledger"], r["verdict"]
         total, mem = v["gpu_total"], v["gpu_mem"]
-        if v["fits"]:
+        if v.get("host_fits") is False:   # offloaded states, the host
+            return w["host"].format(need=short_gb(v["host_need"]),
+                                    have=short_gb(v["host_mem"])) + (
+                "." if lang == "en" else "。")
+        if total <= mem:
             return w["fits"].format(total=short_gb(total), mem=short_gb(mem),
                                     free=short_gb(mem - total))
         s = w["nofit"].format(total=short_gb(total), mem=short_gb(mem))
@@ -226,6 +240,9 @@ def chart(name: str, r: dict, lang: str = "en") -> str:
         led = r["ledger"]
         gpu = [(w[p], led[f"{p}_gpu"], COLORS[p]) for p in PART
                if led.get(f"{p}_gpu")]
+        extra = r["verdict"]["gpu_total"] - led["gpu_total"]
+        if extra > 0:   # the framework's terms and the runtime floor
+            gpu.append((w["floor"], extra, COLORS["floor"]))
         bars = [(w["gpu_bar"], gpu)]
         cpu = [(w[p], led[f"{p}_cpu"], COLORS[p]) for p in PART[:3]
                if led.get(f"{p}_cpu")]
@@ -235,7 +252,8 @@ def chart(name: str, r: dict, lang: str = "en") -> str:
         shown = {p for _, parts in bars for p, _, _ in parts}
         return _bars(w["mem_title"], bars,
                      (mem, w["limit"].format(mem=short_gb(mem))),
-                     [(w[p], COLORS[p]) for p in PART if w[p] in shown])
+                     [(w[p], COLORS[p]) for p in PART + ("floor",)
+                      if w[p] in shown])
     if name == "comm" and r.get("by_op"):
         palette = list(COLORS.values())
         bars = [(op.replace("_", "-"), [(op, d["sent"],

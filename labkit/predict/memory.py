@@ -101,12 +101,9 @@ def main(args) -> int:
     if args.shard_group is not None:
         kw["shard_group"] = args.shard_group
     led = ledger(args.params, args.gpus, strategy, **kw)
-    v = verdict(args.params, args.gpus, args.gpu_mem * GB, strategy,
-                gpus_per_node=args.gpus_per_node, **kw)
     job = real_job(args, rec, led, strategy)
     if args.json:
-        print(json.dumps({"ledger": led.as_dict(), "verdict": v, "job": job,
-                          "unit": "bytes per GPU"}, indent=1))
+        print(json.dumps(as_json(led, job, args.gpu_mem * GB), indent=1))
         return 0
     print(f"{strategy} ({args.precision}, {args.optimizer}, offload "
           f"{args.offload}): {args.params:g} parameters on {args.gpus} GPUs"
@@ -133,59 +130,54 @@ def main(args) -> int:
     print(f"host per node: {h['need'] / GB:.2f} GB of {h['have'] / GB:g} GB "
           f"({args.gpus_per_node} ranks x {job['cpu_need'] / GB:.2f} GB)")
     print(job["sentence"])
-    if not v["fits"]:
-        msg = (f"the ledger alone: {led.gpu_total / GB:.2f} GB > "
-               f"{args.gpu_mem:g} GB")
-        if v.get("smallest_gpus"):
-            msg += (f"; fewest GPUs that fit: {v['smallest_gpus']} "
-                    f"({v['smallest_nodes']} node(s) of "
-                    f"{args.gpus_per_node})")
-        if v.get("offload_that_fits"):
-            msg += (f"; or offload the {v['offload_that_fits']} on "
-                    f"{args.gpus} GPUs")
-        print(msg)
+    if not job["fits"]:
+        msg = []
+        if job.get("smallest_gpus"):
+            msg.append(f"fewest GPUs that fit with the floor: "
+                       f"{job['smallest_gpus']} ({job['smallest_nodes']} "
+                       f"node(s) of {args.gpus_per_node})")
+        if job.get("offload_that_fits"):
+            msg.append(f"or offload the {job['offload_that_fits']} on "
+                       f"{args.gpus} GPUs")
+        if msg:
+            print("; ".join(msg))
     return 0
+
+
+def as_json(led, job: dict, gpu_mem: float) -> dict:
+    """The command's JSON: the ledger, the verdict of the whole job (its
+    need with the floor, the headroom, what fits instead), and the terms
+    beside the ledger as records."""
+    v = {"fits": job["fits"], "gpu_total": job["gpu_need"],
+         "gpu_mem": gpu_mem, "headroom": job["headroom"],
+         "host_need": job["host"]["need"], "host_mem": job["host"]["have"],
+         "host_fits": job["host"]["fits"], "sentence": job["sentence"]}
+    v.update({k: job[k] for k in ("smallest_gpus", "smallest_nodes",
+                                  "offload_that_fits") if k in job})
+    floor = [{"name": n, "bytes": b, "source": src}
+             for n, b, src in job["floor"]["terms"]]
+    return {"ledger": led.as_dict(), "verdict": v,
+            "framework": job["framework"], "floor": floor,
+            "unit": "bytes per GPU"}
 
 
 def real_job(args, rec, led, strategy: str) -> dict:
     """The ledger plus the framework's terms, the runtime floor and the
-    host: what one rank and one node of the reader's job hold, and the
-    headroom left (:mod:`labkit.predict.frameworks`,
-    :mod:`labkit.predict.runtime_floor`)."""
+    host (:func:`labkit.predict.job.job`) for the command's arguments."""
     from labkit.predict import frameworks as F
-    from labkit.predict.runtime_floor import floor, headroom_sentence
-    sizes = {}
-    needs_sizes = (args.framework in ("fsdp2", "fsdp1") or
-                   (args.framework == "deepspeed" and strategy == "zero3"))
-    if rec is not None:
-        sizes = F.record_sizes(rec)
-    elif needs_sizes:
+    from labkit.predict.job import job
+    if rec is None and (args.framework in ("fsdp2", "fsdp1") or (
+            args.framework == "deepspeed" and strategy == "zero3")):
         raise ValueError(f"--framework {args.framework} at this stage needs "
                          "the model's layers: give --hf-config or --preset")
-    if args.host_mem is not None and not args.host_mem > 0:
-        raise ValueError(f"--host-mem must be positive, got {args.host_mem}")
-    terms = F.terms(args.framework, ledger_strategy=strategy,
-                    params=args.params, gpus=args.gpus,
-                    gpus_per_node=args.gpus_per_node, offload=args.offload,
-                    precision=args.precision, **sizes)
-    added = [t for t in terms if not t.bound]
-    gpu = led.gpu_total + sum(t.gpu for t in added)
-    cpu = led.cpu_total + sum(t.cpu for t in added)
-    fl = floor(args.gpus, allocated=gpu,
-               cuda_context_gb=args.cuda_context_gb,
-               nccl_buffsize=args.nccl_buffsize,
-               nccl_channels=args.nccl_channels, slack=args.slack)
-    need = gpu + fl["total"]
-    ranks = min(args.gpus, args.gpus_per_node)
-    host = {"need": cpu * ranks, "have": args.host_mem * GB,
-            "fits": cpu * ranks <= args.host_mem * GB}
-    sentence = headroom_sentence(need, args.gpu_mem * GB)
-    if not host["fits"]:
-        sentence = (f"does not fit: the host needs {host['need'] / GB:.0f} GB"
-                    f" per node, has {args.host_mem:g} GB (offload "
-                    f"{args.offload}); GPU: {sentence}")
-    return {"framework": [t.as_dict() for t in terms], "floor": fl,
-            "gpu_need": need, "cpu_need": cpu, "host": host,
-            "headroom": args.gpu_mem * GB - need,
-            "fits": need <= args.gpu_mem * GB and host["fits"],
-            "sentence": sentence}
+    kw = dict(precision=args.precision, optimizer=args.optimizer,
+              offload=args.offload, fp32_grads=args.fp32_grads)
+    if args.shard_group is not None:
+        kw["shard_group"] = args.shard_group
+    floor_kw = {k: getattr(args, k) for k in (
+        "cuda_context_gb", "nccl_buffsize", "nccl_channels", "slack")
+        if getattr(args, k) is not None}
+    return job(args.params, args.gpus, strategy, gpu_mem=args.gpu_mem * GB,
+               host_mem=args.host_mem * GB, gpus_per_node=args.gpus_per_node,
+               framework=args.framework, floor_kw=floor_kw,
+               sizes=F.record_sizes(rec) if rec is not None else None, **kw)
