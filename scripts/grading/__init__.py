@@ -11,7 +11,9 @@
   the master's own setup and the tests on that plain data;
   ``channel.py``: its result lines, authenticated.
 - ``rerun.py``: a build-it rerun of the student's source, in its own jail;
-  ``ranks.py``: its ranks, forked from one process that imported torch.
+  ``ranks.py``: its ranks, forked from one process that imported torch;
+  ``rank_ns.py``, ``rank_box.py``: each rank's walls (namespaces and
+  seccomp, Landlock), so the hub is its only channel.
 - ``plain.py``: the plain-data format both sides speak; ``pipe.py``:
   reading a jail's pipe; ``report.py``: grades.csv, the gradebook,
   feedback files, the summary (safe to open).
