@@ -23,7 +23,7 @@ import time
 
 import torch
 
-from grading.hub_count import Count
+from grading.hub_count import MAX_POINTS, Count
 from grading.proxy import recv_frame, send_frame
 
 _DTYPES = {str(d)[6:]: d for d in (torch.float32, torch.float64, torch.float16,
@@ -174,6 +174,11 @@ class Hub:
     def _handle(self, r: int, h: dict, payload: bytes) -> None:
         op = h.get("op")
         if op == "mark":
+            if h.get("mark") == "point" and \
+                    len(self.count.points[r]) >= MAX_POINTS:
+                self._answer(r, error=f"more than {MAX_POINTS} points: "
+                             "the grader refuses the rest")
+                return
             self.count.mark(r, h.get("mark"), h.get("name"))
             self._answer(r)
             return
