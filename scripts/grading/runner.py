@@ -11,8 +11,8 @@ sets otter up (imports a student added there) run as written. Then one
 JSON line goes to the grader: every global name as plain data
 (``plain.encode``), or marked as a function, or as unreadable (each
 announced first by a ``{"reading": name}`` line, so that a runner that
-dies on a value is said to have died on it). After that the runner answers calls, one JSON
-line each way: ``{"call": name, "args": [...], "kwargs": {...}}`` ->
+dies on a value is said to have died on it). After that the runner
+answers calls, one JSON line each way: ``{"call": name, "args": [...], "kwargs": {...}}`` ->
 ``{"value": ...}`` or ``{"error": "..."}``.
 
 Everything here is as untrusted as the notebook: the grader only ever
