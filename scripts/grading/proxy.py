@@ -157,10 +157,17 @@ class HubGroup(dist.ProcessGroup):
     def mark(self, kind: str) -> None:
         self._call({"op": "mark", "mark": kind})
 
-    def point(self, name: str) -> None:
+    def point(self, name: str, scale: bool = False) -> float:
         """A harness's point (``labkit.buildit.points``): the hub records
-        where it fell and reads this rank's memory before it answers."""
-        self._call({"op": "mark", "mark": "point", "name": str(name)})
+        where it fell and reads this rank's memory before it answers;
+        with ``scale``, its answer is the hub's scale (else 1.0)."""
+        head = {"op": "mark", "mark": "point", "name": str(name)}
+        if not scale:
+            self._call(head)
+            return 1.0
+        out = torch.empty(1, dtype=torch.float64)
+        self._call({**head, "scale": True}, (), [out])
+        return float(out[0])
 
     def deal(self, out) -> None:
         """Fill ``out`` (flat float32) with this rank's share of the data,
