@@ -190,7 +190,9 @@ def main(argv=None) -> int:
     boxed, box_line = rank_box.describe(rank_box.abi())
     if boxed == "no rank box":      # one line, before anything runs
         print(f"grade: warning: {box_line}", file=sys.stderr)
-    isolation = f"{jail.describe()}; {box_line}"
+    isolation = (f"{jail.describe()}; {box_line}; each rank in its own "
+                 "user, network and IPC namespace, seccomp: no socket or "
+                 "IPC of its own (rank_ns.py)")
     when = datetime.datetime.now(datetime.timezone.utc).isoformat(
         timespec="seconds")
     meta = {"isolation": f"{jail.name}, {boxed}", "graded_at": when,
