@@ -167,3 +167,58 @@ def test_the_namespaces_alone_hide_another_process_s_channels(tmp_path):
                    "abstract": "Connection refused",
                    "udp": "Network is unreachable",
                    "tcp": "Network is unreachable"}, got
+
+
+PROBE = r'''
+import ctypes as _c, json as _j, os as _o, socket as _s
+_libc = _c.CDLL(None, use_errno=True)
+
+
+def _try(fn):
+    try:
+        return "ok" if fn() != -1 else _o.strerror(_c.get_errno())
+    except OSError as e:
+        return _o.strerror(e.errno) if e.errno else type(e).__name__
+
+
+def _sock(family, kind, where):
+    with _s.socket(family, kind) as k:
+        k.connect(where)
+    return 0
+
+
+print("CHANNELS", _j.dumps({
+    "sysv shm": _try(lambda: _libc.shmget(4242, 4096, 0o1600)),
+    "sysv msg": _try(lambda: _libc.msgget(4242, 0o1600)),
+    "posix mq": _try(lambda: _libc.mq_open(b"/rank", _o.O_RDWR | _o.O_CREAT,
+                                           0o600, None)),
+    "unix path": _try(lambda: _sock(_s.AF_UNIX, _s.SOCK_STREAM, "/tmp/x")),
+    "unix abstract": _try(lambda: _sock(_s.AF_UNIX, _s.SOCK_STREAM,
+                                        b"\0x")),
+    "udp loopback": _try(lambda: _sock(_s.AF_INET, _s.SOCK_DGRAM,
+                                       ("127.0.0.1", 9))),
+    "tcp loopback": _try(lambda: _sock(_s.AF_INET, _s.SOCK_STREAM,
+                                       ("127.0.0.1", 9)))}), flush=True)
+'''
+
+
+@pytest.mark.distributed
+def test_from_inside_a_real_rank_every_channel_fails(tmp_path):
+    """The same channels, tried by a student's module as a rerun's rank on
+    the hub imports it (``ranks.fork_ranks``): each refused, and the
+    answer key beside the probe still scores full marks on the hub."""
+    from test_grading_points import sharding_source
+    from test_grading_ranks import fresh_fork_ranks
+
+    from labkit import buildit
+    h = buildit.harness("sharding")
+    got = fresh_fork_ranks("sharding", PROBE + sharding_source("key"),
+                           h.HIDDEN, 2, tmp_path, 60, True)
+    assert got["error"] is None, got["error"]
+    rows = buildit.grade({**got, "loopback_bytes": 0})
+    assert all(r["passed"] for r in rows), rows
+    for r in range(2):
+        log = (tmp_path / "run" / f"rank-{r}.log").read_text()
+        seen = json.loads(log.split("CHANNELS ", 1)[1].splitlines()[0])
+        assert seen == {k: "Operation not permitted" for k in CHANNELS}, \
+            seen
