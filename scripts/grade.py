@@ -36,8 +36,8 @@ for the whole folder (per-student folders, else Canvas's names, else
 file names; ``grading/submissions.py``); a file beside per-student
 folders or two ids that would share a feedback file are refused in one
 line (exit 2); of a student's files for one lab the newest is graded,
-the others are listed as superseded and add nothing. An earlier grades.csv is kept under a
-time-stamped name; ``--only`` keeps every other student's rows. A
+the others are listed as superseded and add nothing. An earlier
+grades.csv is kept under a time-stamped name; ``--only`` keeps every other student's rows. A
 submission that crashes, hangs, tampers, is not a notebook or is for an
 unknown lab gets its reason and the others are graded all the same; exit
 status 2 (one line) only when nothing can be graded: a missing or empty
