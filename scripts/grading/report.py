@@ -164,8 +164,9 @@ def feedback(folder: Path, rows: list[dict], maxima=None) -> None:
             for r in (r for r in mine if r["lab"] == lab):
                 why = md(r["reason"]) or "correct"
                 read = f"book/{lab}.md" if re.match(r"\d\d_", lab) else ""
+                most_q = r["max"] if r["max"] not in (None, "") else "-"
                 lines.append(f"| {own(r['question'])} | {r['points']} / "
-                             f"{r['max']} | {why} | {read} |")
+                             f"{most_q} | {why} | {read} |")
             lines.append("")
         (new / f"{feedback_name(student)}.md").write_text("\n".join(lines))
     shutil.rmtree(folder, ignore_errors=True)
