@@ -29,9 +29,15 @@ rank box" where it is "bubblewrap, landlock 7" otherwise).
 Writes, under ``--out`` (default ``_build/grades``): ``grades.csv`` (one
 row per question: student, file, lab, question, points, max, reason,
 isolation (the jail, the rank box), when, the autograder's commit), ``gradebook.csv`` (one row per
-student, for Canvas or Gradescope) and ``feedback/<student>.md``; prints a
-summary that names the isolation. An earlier grades.csv is kept under a
-time-stamped name; ``--only`` keeps every other student's rows. A
+student, for Canvas or Gradescope, each lab's maximum the assignment's)
+and ``feedback/<student>.md`` (the folder replaced each run); prints a
+summary that names the isolation. Students are named from one source
+for the whole folder (per-student folders, else Canvas's names, else
+file names; ``grading/submissions.py``); a file beside per-student
+folders or two ids that would share a feedback file are refused in one
+line (exit 2); of a student's files for one lab the newest is graded,
+the others are listed as superseded and add nothing. An earlier
+grades.csv is kept under a time-stamped name; ``--only`` keeps every other student's rows. A
 submission that crashes, hangs, tampers, is not a notebook or is for an
 unknown lab gets its reason and the others are graded all the same; exit
 status 2 (one line) only when nothing can be graded: a missing or empty
@@ -56,7 +62,7 @@ from assignments import MASTERS, OUT as ASSIGNMENTS, setup_cells  # noqa: E402
 from grading import jail as jails, limits, rank_box, report  # noqa: E402
 from grading.session import Grader, questions, tests_of  # noqa: E402,F401
 from grading.submissions import (BadInput, collect, identify,  # noqa: E402
-                                 pin)
+                                 name_students, newest, pin)
 from run_labs import keep_previous  # noqa: E402
 
 AUTOGRADERS = ASSIGNMENTS / "autograder"
@@ -100,6 +106,25 @@ def commit() -> str:
     return r.stdout.strip() + ("+changes" if dirty else "")
 
 
+def superseded(items, found) -> dict:
+    """{file: reason} for each file a student handed in for a lab beside
+    a newer one (``submissions.newest`` is graded; these add nothing)."""
+    by: dict = {}
+    for i in items:
+        lab, nb, _ = found[i.rel]
+        if nb is not None:
+            by.setdefault((i.student, lab), []).append(i)
+    out = {}
+    for (_, lab), group in by.items():
+        keep = newest(group)
+        for i in group:
+            if i is not keep:
+                out[i.rel] = (f"superseded: {keep.rel} is graded for {lab} "
+                              f"(the newest of this student's {len(group)} "
+                              "files for it); this one adds nothing")
+    return out
+
+
 def parse(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("submissions", type=Path,
@@ -127,6 +152,7 @@ def check(a, labs):
     if str(a.submissions) in ("", "."):
         raise BadInput("say which folder: make grade SUBMISSIONS=<folder>")
     items = collect(a.submissions)
+    name_students(items)        # one source for the whole folder
     if a.only:
         want = {str(Path(o)) for o in a.only}
         want |= {str(Path(o).relative_to(a.submissions)) for o in a.only
@@ -164,7 +190,9 @@ def main(argv=None) -> int:
     boxed, box_line = rank_box.describe(rank_box.abi())
     if boxed == "no rank box":      # one line, before anything runs
         print(f"grade: warning: {box_line}", file=sys.stderr)
-    isolation = f"{jail.describe()}; {box_line}"
+    isolation = (f"{jail.describe()}; {box_line}; each rank in its own "
+                 "user, network and IPC namespace, seccomp: no socket or "
+                 "IPC of its own (rank_ns.py)")
     when = datetime.datetime.now(datetime.timezone.utc).isoformat(
         timespec="seconds")
     meta = {"isolation": f"{jail.name}, {boxed}", "graded_at": when,
@@ -175,9 +203,12 @@ def main(argv=None) -> int:
         grader = Grader(jail, course / "c", course_copy(course / "c"),
                         a.timeout, AUTOGRADERS, MASTERS, setup_cells)
 
+        found = {i.rel: (pinned, None, i.refusal) if i.refusal
+                 else identify(i.path, labs, pinned) for i in items}
+        later = superseded(items, found)
+
         def one(item) -> list[dict]:
-            lab, nb, note = (pinned, None, item.refusal) if item.refusal \
-                else identify(item.path, labs, pinned)
+            lab, nb, note = found[item.rel]
 
             def row(q, points, most, reason):
                 return dict(meta, student=item.student,
@@ -185,6 +216,8 @@ def main(argv=None) -> int:
                             question=q, points=points, max=most,
                             reason=reason)
             qs = questions(AUTOGRADERS / f"{lab}.zip") if lab else {}
+            if item.rel in later:   # listed, never added up
+                return [row("superseded", 0.0, None, later[item.rel])]
             if nb is None:
                 return [row(q, 0.0, m, note) for q, m in qs.items()] or \
                     [row("all", 0.0, None, note)]
@@ -208,9 +241,11 @@ def main(argv=None) -> int:
                 p.chmod(p.stat().st_mode | stat.S_IWUSR)
         course.chmod(0o755)
         shutil.rmtree(course, ignore_errors=True)
+    maxima = {lab: sum(questions(AUTOGRADERS / f"{lab}.zip").values())
+              for lab in sorted({r["lab"] for r in rows} & labs)}
     csv_path, kept = report.write(
         a.out, rows, only={i.rel for i in items} if a.only else None,
-        keep_previous=keep_previous)
+        keep_previous=keep_previous, maxima=maxima)
     print(f"\nisolation: {isolation}\n")
     print("\n".join(report.summary(rows, [i.rel for i in items])))
     print(f"\n{len(items)} submissions in {time.perf_counter() - t0:.1f} s "

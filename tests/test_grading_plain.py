@@ -105,8 +105,28 @@ def test_hidden_reasons_say_the_kind_never_the_inputs():
                {"chunks": [[0, 3], [3, 3]]})
     assert r == "hidden check 2 of q2 failed (your `chunks` is a list of " \
         "2 lists)"
-    r = reason(StudentError("`split` ValueError: bad size 123457 for 7"),
+    r = reason(StudentError("`split` ValueError: bad size 123457 for 7",
+                            "`split` raised ValueError"),
                "hidden", 1, "q2", {})
-    assert "123457" not in r and r.startswith("`split` ValueError")
+    assert "123457" not in r and r.startswith("`split` raised ValueError")
     r = reason(KeyError("secret_case_key"), "hidden", 3, "q2", {})
     assert "secret_case_key" not in r and "KeyError" in r
+
+
+def test_torch_dtypes_devices_and_fp8_tensors_cross_by_name():
+    """issue 49 (6): lab 14's hidden test passes ``torch.float8_e4m3fn`` to
+    the student's function: dtypes and devices travel by name and come
+    back as torch's own; an FP8 tensor as its bits; nothing else by
+    that tag."""
+    torch = pytest.importorskip("torch")
+    for v in (torch.float8_e4m3fn, torch.float8_e5m2, torch.bfloat16,
+              torch.device("cpu"), torch.device("cuda:1")):
+        assert decode(encode(v)) == v and type(decode(encode(v))) is type(v)
+    x = torch.randn(3, 5).to(torch.float8_e4m3fn)
+    y = decode(encode(x))
+    assert y.dtype == torch.float8_e4m3fn and torch.equal(
+        y.view(torch.uint8), x.view(torch.uint8))
+    for bad in (["dtype", "Tensor"], ["dtype", "os.system"],
+                ["device", "cpu; rm"], ["module", "os"], "float32"):
+        with pytest.raises(NotPlain):
+            decode({"__torch__": bad})

@@ -48,6 +48,26 @@ def test_sharding_overlap_is_the_order_the_hub_saw(tmp_path, name, overlap):
     assert own is (name != "sharding_after_backward")
 
 
+@pytest.mark.parametrize("name, grads", [
+    ("hostile_sharding_delayed", False), ("hostile_sharding_rescaled", True)])
+def test_a_point_held_back_fails_overlap(tmp_path, name, grads):
+    """issue 49 (3): a rank that holds the harness's point back until its
+    all-reduces are done (tests/buildit/hostile_sharding_delayed.py) shows
+    the hub every all-reduce before the point, but its first layer's
+    gradient lacks the scale the hub answered the point with; one that
+    puts the scale in afterwards (hostile_sharding_rescaled.py) has right
+    gradients, but the all-reduces the hub computed lack it."""
+    got = fresh_fork_ranks("sharding", sharding_source(name), SHARDING, 2,
+                           tmp_path, 60, True)
+    assert got["error"] is None, got["error"]
+    rows = {r["check"]: r for r in buildit.grade({**got,
+                                                  "loopback_bytes": 0})}
+    assert rows["overlap"]["passed"] is False, rows["overlap"]
+    assert "held back" in rows["overlap"]["reason"]
+    assert rows["grads"]["passed"] is grads, rows["grads"]
+    assert rows["buckets"]["passed"], rows["buckets"]
+
+
 def test_a_run_without_its_points_is_an_error(tmp_path):
     """A rank that stops the harness's points (``points.SEND = None``)
     leaves the hub no order to read: an error, 0 on the lab."""

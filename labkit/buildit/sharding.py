@@ -25,6 +25,7 @@ import functools
 import json
 import math
 
+from labkit.buildit.points import scale_found
 from labkit.buildit.tensors import cache_key, flat, gap
 
 CONFIG = {"sizes": [16, 32, 32, 32, 4], "batch": 8, "steps": 2,
@@ -95,9 +96,11 @@ def reference(cfg, w) -> list:
 
 def _mark_backward_end(module, args, out) -> None:
     """A forward hook of the first layer: a point (``labkit.buildit.points``)
-    as the gradient of its output arrives, before its own backward."""
+    as the gradient of its output arrives, before its own backward; its
+    gradient is multiplied by the hub's scale (1.0 without a hub), which
+    the checks find in the first layer's gradients (``from_hub``)."""
     from labkit.buildit import points
-    out.register_hook(lambda g: points.mark(LAST_MATMUL))
+    out.register_hook(lambda g: g * points.scaled(LAST_MATMUL))
 
 
 def rank_run(ctx, mod, cfg) -> dict:
@@ -166,9 +169,11 @@ def from_hub(result, windows):
     cfg = result["config"]
     per = cfg["steps"] + 1
     pts = of_hub(result)
+    sums = result["hub"].get("sumsq") or [None] * len(pts)
     ranks = []
-    for (r, w), mine in zip(windows_of(result, windows,
-                                      len(cfg["caps_bytes"]) * per), pts):
+    for (r, w), mine, sq in zip(windows_of(result, windows,
+                                          len(cfg["caps_bytes"]) * per),
+                                pts, sums):
         steps = [(i, win) for i, win in enumerate(w) if i % per]
         if len(r["runs"]) != len(steps):
             raise ValueError(f"{len(r['runs'])} runs, not {len(steps)}")
@@ -177,13 +182,15 @@ def from_hub(result, windows):
             ar = [c[1] for c in win if c[0] == "all_reduce"]
             if len(ar) != len(run["matmuls_at_issue"]):
                 raise ValueError("all-reduces the timeline did not see")
-            at = [p[2] for p in mine if p[1] == i + 1 and p[2] >= 0
-                  and p[0] == LAST_MATMUL]
+            at = [p for p in mine if p[1] == i + 1 and p[2] >= 0
+                  and p[0] == LAST_MATMUL and len(p) == 5]
             if len(at) != 1:
                 raise ValueError(f"{len(at)} marks of backward's last "
                                  "matmul in a step, not 1")
-            early = sum(c[0] == "all_reduce" for c in win[:at[0]])
+            early = sum(c[0] == "all_reduce" for c in win[:at[0][2]])
+            # the hub's scale, which the first layer's gradient carries
             runs.append({**run, "all_reduce_bytes": ar, "early": early,
+                         "scale": at[0][4], "sumsq": float(sq[i]),
                          "other_ops": sorted({c[0] for c in win}
                                              - {"all_reduce"})})
         ranks.append({**r, "runs": runs})
@@ -210,9 +217,12 @@ def _runs(result):
 
 
 def check_grads(result):
-    want = reference(result["config"], len(result["ranks"]))
-    worst = max(max(gap(m, t) for m, t in zip(run["grads"], want))
-                if len(run["grads"]) == len(want) else math.inf
+    ref = reference(result["config"], len(result["ranks"]))
+    # the first layer's carry the hub's scale s (a power of two: the gap
+    # over s is the unscaled one, exactly)
+    worst = max(max(gap(m, t * s) / s for m, t, s in zip(
+        run["grads"], ref, [run.get("scale", 1.0)] * 2 + [1.0] * len(ref)))
+                if len(run["grads"]) == len(ref) else math.inf
                 for run in _runs(result))
     ok = worst < TOL
     return ok, worst, f"< {TOL:g}", (
@@ -245,7 +255,14 @@ def check_buckets(result):
 def check_overlap(result):
     ns = numels(result["config"]["sizes"])
     hub = result.get("hub") is not None     # the hub's order, not theirs
+    ref = reference(result["config"], len(result["ranks"])) if hub else 0
     for run in _runs(result):
+        if hub and not scale_found(run["grads"], ref, 2, run["scale"],
+                                   run["sumsq"], len(result["ranks"])):
+            return False, "a point held back", "the hub's scale", (
+                "the first layer's gradient does not carry the grader's "
+                "scale, answered at backward's last matmul: its point "
+                "was held back past the work that follows it")
         n = len(run["matmuls_at_issue"])
         early = run["early"] if hub else sum(
             a < run["backward_matmuls"] for a in run["matmuls_at_issue"])

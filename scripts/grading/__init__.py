@@ -9,9 +9,12 @@
   its answers as plain data; later calls its functions on request.
 - ``evaluate.py``: inside a second jail that never runs student code, runs
   the master's own setup and the tests on that plain data;
-  ``channel.py``: its result lines, authenticated.
+  ``channel.py``: its result lines, authenticated; ``reasons.py``: why
+  a case failed, in the grader's own words.
 - ``rerun.py``: a build-it rerun of the student's source, in its own jail;
-  ``ranks.py``: its ranks, forked from one process that imported torch.
+  ``ranks.py``: its ranks, forked from one process that imported torch;
+  ``rank_ns.py``, ``rank_box.py``: each rank's walls (namespaces and
+  seccomp, Landlock), so the hub is its only channel.
 - ``plain.py``: the plain-data format both sides speak; ``pipe.py``:
   reading a jail's pipe; ``report.py``: grades.csv, the gradebook,
   feedback files, the summary (safe to open).

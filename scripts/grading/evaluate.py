@@ -32,21 +32,14 @@ from __future__ import annotations
 import builtins
 import json
 import os
-import re
 import sys
 
 from grading.channel import Signer
 from grading.plain import NotPlain, decode, encode
+from grading.reasons import (StudentError, error_kind,  # noqa: F401
+                             kind_of, one_line, reason)
 
 CALL_LIMIT = 200_000  # characters of one call's arguments
-
-
-# the line a traceback or a doctest's output ends with: ``Type: message``
-EXCEPTION_LINE = re.compile(r"^\s*\w+(Error|Exception): ")
-
-
-class StudentError(Exception):
-    """A student function raised, or returned something not plain."""
 
 
 class Unreadable(Exception):
@@ -73,66 +66,6 @@ def source(doctest: str) -> str:
         elif ln in (">>>", "..."):
             lines.append("")
     return "\n".join(lines) + "\n"
-
-
-def one_line(text: str) -> str:
-    """A message in one line: the last ``SomeError: message`` line of a
-    text that holds a traceback or a doctest's output (that exception's
-    message, which a check writes for the student), else the first line."""
-    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
-    last = [ln for ln in lines if EXCEPTION_LINE.match(ln)]
-    if last:
-        kind, _, msg = last[-1].partition(": ")
-        return msg.strip() if kind == "AssertionError" and msg.strip() \
-            else last[-1]
-    return lines[0] if lines else ""
-
-
-def kind_of(v) -> str:
-    """What a value is, in kind ("a list of 3 tuples"), never its items."""
-    if callable(v) and not isinstance(v, type):
-        return "a function"
-    name = type(v).__name__
-    if isinstance(v, dict):
-        return f"a dict of {len(v)} entries" if v else "an empty dict"
-    if isinstance(v, (list, tuple, set)):
-        inner = {type(x).__name__ for x in v}
-        base = next(b.__name__ for b in (tuple, list, set)
-                    if isinstance(v, b))
-        what = (inner.pop().replace("Value", "").lower() + "s"
-                if len(inner) == 1 else "items")
-        return f"a {base} of {len(v)} {what}" if v else f"an empty {base}"
-    if hasattr(v, "shape") and hasattr(v, "dtype"):
-        return f"a {name} of shape {tuple(v.shape)}"
-    return f"a{'n' if name[0] in 'aeiou' else ''} {name}"
-
-
-def reason(e: BaseException, kind: str, k: int, q: str,
-           unreadable: dict, mine: dict | None = None) -> str:
-    """Why case ``k`` of question ``q`` failed, by the check's own message
-    (an assertion's, a build-it check's); never the test's code, and for a
-    hidden case never its inputs (an error's message may carry them: only
-    its type is given). ``mine``: the student's names the case reads, whose
-    kinds are given when the check has no message of its own."""
-    hidden = kind == "hidden"
-    seen = "; ".join(f"your `{n}` is {kind_of(v)}"
-                     for n, v in sorted((mine or {}).items()))[:160]
-    seen = f" ({seen})" if seen else ""
-    if isinstance(e, AssertionError):
-        return one_line(str(e)) or f"{kind} check {k} of {q} failed{seen}"
-    if isinstance(e, NameError):
-        n = getattr(e, "name", None) or str(e)
-        return (f"`{n}` is {unreadable[n]}" if n in unreadable
-                else f"`{n}` is not defined")
-    if isinstance(e, StudentError):
-        msg = one_line(str(e))
-        if hidden:   # `f` ValueError: <the hidden inputs> -> `f` ValueError
-            msg = msg.partition(":")[0] + " on a hidden case"
-        return msg
-    if hidden:
-        return f"hidden check {k} of {q} failed: {type(e).__name__}{seen}"
-    return f"{kind} check {k} of {q} failed: " + one_line(
-        f"{type(e).__name__}: {e}")
 
 
 def names_read(tests: list[dict]) -> set[str]:
@@ -205,21 +138,29 @@ def main(job_path: str) -> None:
         req = {"call": name, "args": encode(list(args)),
                "kwargs": encode(dict(kwargs))}
         if len(json.dumps(req)) > CALL_LIMIT:
-            raise StudentError(f"`{name}` was called with too much data")
+            raise StudentError(f"`{name}` was called with too much data",
+                               f"`{name}` was called with too much data")
         proto.send(req)
         line = replies.readline()
         if not line:
-            raise StudentError(f"`{name}` did not answer (the notebook's "
-                               "process ended or hung)")
+            why = (f"`{name}` did not answer (the notebook's process "
+                   "ended or hung)")
+            raise StudentError(why, why)
         reply = json.loads(line)
         if type(reply) is not dict:
-            raise StudentError(f"`{name}` gave a malformed answer")
+            why = f"`{name}` gave a malformed answer"
+            raise StudentError(why, why)
         if "error" in reply:
-            raise StudentError(f"`{name}` {str(reply['error'])[:160]}")
+            raise StudentError(f"`{name}` {str(reply['error'])[:160]}",
+                               f"`{name}` raised "
+                               f"{error_kind(reply['error'])}")
         try:
             return decode(reply["value"], by_value=True)
-        except (NotPlain, KeyError, ValueError, TypeError) as e:
-            raise StudentError(f"`{name}` returned {e}") from None
+        except (NotPlain, KeyError, ValueError, TypeError,
+                RecursionError) as e:
+            raise StudentError(f"`{name}` returned {e}",
+                               f"`{name}` returned a value the grader "
+                               "cannot read") from None
 
     def proxy(name):
         def f(*args, **kwargs):
@@ -253,7 +194,7 @@ def main(job_path: str) -> None:
             try:
                 ns[name] = decode(item["value"], by_value=True)
             except (NotPlain, ValueError, TypeError, KeyError,
-                    AttributeError, ImportError) as e:
+                    AttributeError, ImportError, RecursionError) as e:
                 unreadable[name] = f"{e}"[:80]
         elif item.get("function"):
             ns[name] = proxy(name)

@@ -21,7 +21,10 @@ number the rank computes about itself (``labkit.buildit.zero``).
 open window before it (-1 outside one), memory then (-1 unread)]``,
 where a check reads an order or a memory peak instead of the rank's own
 timeline or probe (``labkit.buildit.sharding``'s overlap,
-``labkit.buildit.fsdp_peak``).
+``labkit.buildit.fsdp_peak``); a scaled point (``points.scaled``) has the
+scale the hub answered with as a fifth value. ``sumsq``: per rank and
+window, the sum of squares of the all-reduces' results the hub computed
+(what a check finds a hub's scale in, ``labkit.buildit.sharding``).
 """
 from __future__ import annotations
 
@@ -40,10 +43,12 @@ class Count:
         self.depth = [0] * n
         self.points = [[] for _ in range(n)]
         self.rss = [[] for _ in range(n)]
+        self.sumsq = [[] for _ in range(n)]
 
     def call(self, r: int, op: str, nbytes: int, dtype: str,
-             *p2p) -> None:
+             *p2p, sumsq: float = 0.0) -> None:
         if self.depth[r] > 0:
+            self.sumsq[r][-1] += sumsq
             self.windows[r][-1].append([op, nbytes, dtype, *p2p])
         elif op != "barrier":
             self.outside[r][op] = self.outside[r].get(op, 0) + nbytes
@@ -51,16 +56,18 @@ class Count:
     def _memory(self, r: int) -> int:
         return resident(self.pids[r]) if self.pids else -1
 
-    def mark(self, r: int, kind, name=None) -> None:
+    def mark(self, r: int, kind, name=None, scale=None) -> None:
         if kind == "point":
             if len(self.points[r]) < MAX_POINTS:
                 calls = len(self.windows[r][-1]) if self.depth[r] else -1
                 self.points[r].append([str(name)[:NAME_CHARS],
                                        len(self.windows[r]), calls,
-                                       self._memory(r)])
+                                       self._memory(r)]
+                                      + ([scale] if scale else []))
         elif kind == "open":
             if self.depth[r] == 0:
                 self.windows[r].append([])
+                self.sumsq[r].append(0.0)
                 if self.pids:
                     self.rss[r].append(self._memory(r))
             self.depth[r] += 1
@@ -69,7 +76,7 @@ class Count:
 
     def record(self) -> dict:
         out = {"windows": self.windows, "outside": self.outside,
-               "points": self.points}
+               "points": self.points, "sumsq": self.sumsq}
         if self.pids:
             out["rss"] = self.rss
         return out

@@ -13,7 +13,12 @@ says so, and the grader calls it tampering only when a test reads it).
 Arrays and
 tensors travel as raw bytes with dtype and shape; dataclass records of the
 course package (``labkit.*``) as their fields, rebuilt by the grader with
-the class's own constructor. Nothing is ever unpickled.
+the class's own constructor. torch's dtypes and devices (a hidden test
+passes ``torch.float8_e4m3fn`` to the student's function) travel by name
+(``{"__torch__": ["dtype", "float8_e4m3fn"]}``) and are rebuilt only as
+a dtype or a device of torch's own; a tensor of a one-byte float (FP8,
+which numpy has no type for) as its raw bytes. Nothing is ever
+unpickled.
 """
 from __future__ import annotations
 
@@ -21,9 +26,11 @@ import base64
 import dataclasses
 import importlib
 import math
+import re
 
 SCALARS = (type(None), bool, int, float, str)
 MAX_DEPTH = 40
+DEVICE = re.compile(r"^(cpu|cuda|meta|mps|xpu)(:\d{1,3})?$")
 
 
 class NotPlain(TypeError):
@@ -71,10 +78,13 @@ def _array(v):
         if isinstance(v, np.generic) and t.__module__ == "numpy":
             return {"kind": "numpy", "scalar": True}, np.asarray(v)
     if mod == "torch" and t.__name__ in ("Tensor", "Parameter"):
+        import torch
         a = v.detach().cpu()
         kind = {"kind": "torch", "dtype": str(a.dtype).split(".")[-1]}
         if a.dtype.is_floating_point and a.element_size() == 2:
             a = a.float()
+        elif a.dtype.is_floating_point and a.element_size() == 1:
+            a = a.view(torch.uint8)          # FP8: its bits, rebuilt
         return kind, a.contiguous().numpy()
     return None
 
@@ -114,7 +124,44 @@ def encode(v, depth: int = 0):
         return {"__record__": f"{t.__module__}:{t.__qualname__}",
                 "fields": {f.name: encode(getattr(v, f.name), depth + 1)
                            for f in dataclasses.fields(v) if f.init}}
+    named = _torch_name(v)
+    if named is not None:
+        return {"__torch__": named}
     raise NotPlain(f"a {t.__module__}.{t.__qualname__}")
+
+
+def _torch_name(v):
+    """``["dtype", name]`` or ``["device", name]`` for torch's own dtype
+    or device, else None."""
+    if type(v).__module__.split(".")[0] != "torch":
+        return None
+    import torch
+    if type(v) is torch.dtype:
+        return ["dtype", str(v).split(".")[-1]]
+    if type(v) is torch.device:
+        return ["device", str(v)]
+    return None
+
+
+def _torch_dtype(name):
+    import torch
+    d = getattr(torch, name, None) if type(name) is str and \
+        name.isidentifier() else None
+    if type(d) is not torch.dtype:
+        raise NotPlain("a dtype torch does not have")
+    return d
+
+
+def _torch_value(named):
+    if type(named) is not list or len(named) != 2 or \
+            named[0] not in ("dtype", "device") or type(named[1]) is not str:
+        raise NotPlain("a malformed torch value")
+    import torch
+    if named[0] == "dtype":
+        return _torch_dtype(named[1])
+    if not DEVICE.match(named[1]):
+        raise NotPlain("a device torch does not have")
+    return torch.device(named[1])
 
 
 def _same(a, b) -> bool:
@@ -187,6 +234,8 @@ def decode(tree, depth: int = 0, by_value: bool = False):
         return out
     if "__array__" in tree:
         return _decode_array(tree["__array__"])
+    if "__torch__" in tree:
+        return _torch_value(tree["__torch__"])
     if "__record__" in tree:
         mod, _, name = str(tree["__record__"]).partition(":")
         if not mod.startswith("labkit.") or not name.isidentifier():
@@ -220,5 +269,10 @@ def _decode_array(d):
     a = a.reshape(shape).copy()
     if d.get("kind") == "torch":
         import torch
-        return torch.from_numpy(a).to(getattr(torch, str(d["dtype"])))
+        dt = _torch_dtype(str(d["dtype"]))
+        t = torch.from_numpy(a)
+        if dt.is_floating_point and dt.itemsize == 1 and \
+                t.dtype == torch.uint8:
+            return t.view(dt)              # FP8's bits, as encoded
+        return t.to(dt)
     return a[()] if d.get("scalar") else a

@@ -33,6 +33,7 @@ import torch
 import torch.distributed as dist
 
 MAX_PAYLOAD = 1 << 28      # 256 MiB in one call
+MAX_DEPTH = 4              # a header's nesting (the proxy's are 2 deep)
 NAME = "labkit_hub"
 _LOCK = threading.Lock()
 _REDUCE = {"SUM": "sum", "AVG": "avg", "MAX": "max", "MIN": "min",
@@ -55,11 +56,31 @@ def _exact(sock, n: int) -> bytes:
     return bytes(buf)
 
 
+def _depth(x) -> int:
+    """How deeply ``x`` (parsed JSON) nests lists and objects."""
+    most, stack = 0, [(x, 0)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, (list, dict)):
+            if d + 1 > MAX_DEPTH:
+                return d + 1
+            most = max(most, d + 1)
+            stack += [(w, d + 1) for w in
+                      (v.values() if isinstance(v, dict) else v)]
+    return most
+
+
 def recv_frame(sock) -> tuple[dict, bytes]:
     hl, pl = struct.unpack(">II", _exact(sock, 8))
     if hl > 1 << 20 or pl > MAX_PAYLOAD:
         raise ValueError("a frame over the limits")
-    header = json.loads(_exact(sock, hl))
+    try:
+        header = json.loads(_exact(sock, hl))
+    except RecursionError:
+        raise ValueError("a frame nested deeper than the hub reads") \
+            from None
+    if _depth(header) > MAX_DEPTH:
+        raise ValueError(f"a frame nested deeper than {MAX_DEPTH} levels")
     if type(header) is not dict:
         raise ValueError("a frame whose header is not an object")
     return header, _exact(sock, pl)
@@ -136,10 +157,17 @@ class HubGroup(dist.ProcessGroup):
     def mark(self, kind: str) -> None:
         self._call({"op": "mark", "mark": kind})
 
-    def point(self, name: str) -> None:
+    def point(self, name: str, scale: bool = False) -> float:
         """A harness's point (``labkit.buildit.points``): the hub records
-        where it fell and reads this rank's memory before it answers."""
-        self._call({"op": "mark", "mark": "point", "name": str(name)})
+        where it fell and reads this rank's memory before it answers;
+        with ``scale``, its answer is the hub's scale (else 1.0)."""
+        head = {"op": "mark", "mark": "point", "name": str(name)}
+        if not scale:
+            self._call(head)
+            return 1.0
+        out = torch.empty(1, dtype=torch.float64)
+        self._call({**head, "scale": True}, (), [out])
+        return float(out[0])
 
     def deal(self, out) -> None:
         """Fill ``out`` (flat float32) with this rank's share of the data,

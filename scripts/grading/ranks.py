@@ -31,7 +31,9 @@ each rank then shuts itself in a Landlock box (``rank_box.py``) before
 any student code runs: it writes only in its own folder (``run/r<k>``,
 its ``TMPDIR`` too), reads nothing of the other ranks', makes no TCP
 connection and signals no other rank; its result is read from its own
-folder only.
+folder only. Before the box, each rank takes namespaces of its own and a
+seccomp filter (``rank_ns.py``): no System V or POSIX IPC, no socket of
+its own (Unix, UDP or TCP), so the hub's socket is its only channel.
 """
 from __future__ import annotations
 
@@ -46,7 +48,7 @@ import time
 import traceback
 from pathlib import Path
 
-from grading import memory, proxy, rank_box
+from grading import memory, proxy, rank_box, rank_ns
 from grading.hub import Hub
 
 
@@ -87,6 +89,7 @@ def _child(rank: int, world: int, link, argv: list[str],
                               TORCHINDUCTOR_CACHE_DIR=str(own / "tmp"
                                                           / "inductor"))
             tempfile.tempdir = str(own / "tmp")   # read before the fork
+            rank_ns.enter()       # no IPC, no socket: the hub's fd only
             rank_box.enter([own], read=[Path(argv[-1])],
                            shared=[run_dir.resolve().parent])
         from labkit.runs import buildit as rank_side

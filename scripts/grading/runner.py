@@ -8,9 +8,11 @@ that fails leaves its names undefined, as in Jupyter). Otter's own cells
 (``grader = otter.Notebook(...)``, ``grader.check(...)``) are not run: the
 grader, not the notebook, runs the tests; the other lines of the cell that
 sets otter up (imports a student added there) run as written. Then one
-JSON line goes to the grader: every global name as plain data (``plain.encode``), or marked as a
-function, or as unreadable. After that the runner answers calls, one JSON
-line each way: ``{"call": name, "args": [...], "kwargs": {...}}`` ->
+JSON line goes to the grader: every global name as plain data
+(``plain.encode``), or marked as a function, or as unreadable (each
+announced first by a ``{"reading": name}`` line, so that a runner that
+dies on a value is said to have died on it). After that the runner
+answers calls, one JSON line each way: ``{"call": name, "args": [...], "kwargs": {...}}`` ->
 ``{"value": ...}`` or ``{"error": "..."}``.
 
 Everything here is as untrusted as the notebook: the grader only ever
@@ -75,7 +77,35 @@ def without_otter(src: str) -> str:
     return "".join(out)
 
 
-def export(ns: dict) -> dict:
+def kind(e: BaseException) -> str:
+    """The built-in exception ``e`` derives from: the name the grader
+    gives (the student's own class name may carry anything)."""
+    return next(c.__name__ for c in type(e).__mro__
+                if c.__module__ == "builtins")
+
+
+def message(e: BaseException) -> str:
+    """``Kind: message`` of a student's error, whatever its ``__str__``
+    does (the grader quotes it for a public case only)."""
+    try:
+        text = str(e)
+    except BaseException:  # noqa: BLE001 - the student's __str__
+        text = "(its message could not be read)"
+    return f"{kind(e)}: {text}"[:200]
+
+
+def as_json(value) -> str | None:
+    """``value`` (plain data) as JSON, None when it cannot be written (an
+    int of more digits than Python writes, too deep for the writer)."""
+    try:
+        return json.dumps(value)
+    except (ValueError, TypeError, RecursionError, OverflowError):
+        return None
+
+
+def export(ns: dict, say=None) -> dict:
+    """Every answer as plain data; ``say(name)`` before each is read (a
+    runner that dies on a value then names it: ``session.py``)."""
     out = {}
     for name, v in list(ns.items()):
         if name.startswith("__") or name in SKIP or re.match(r"_i*\d*$",
@@ -86,8 +116,13 @@ def export(ns: dict) -> dict:
         if v is Ellipsis:
             out[name] = {"unreadable": "not answered (still `...`)"}
             continue
+        if say:
+            say(name)
         try:
             out[name] = {"value": encode(v)}
+            if as_json(out[name]) is None:
+                out[name] = {"unreadable": "a value the grader could not "
+                             "read as data (too large or too deep)"}
         except NotPlain as e:
             if callable(v) and not suspicious(v):
                 out[name] = {"function": True}
@@ -96,8 +131,8 @@ def export(ns: dict) -> dict:
                              "the grader can read (numbers, strings, lists, "
                              "dicts, arrays)",
                              "tampering": suspicious(v)}
-        except Exception as e:  # noqa: BLE001 - the student's object raised
-            out[name] = {"unreadable": f"unreadable ({type(e).__name__})",
+        except BaseException as e:  # noqa: BLE001 - the student's object
+            out[name] = {"unreadable": f"unreadable ({kind(e)})",
                          "tampering": suspicious(v)}
     return out
 
@@ -122,9 +157,14 @@ def main(path: str) -> None:
         r = shell.run_cell(src, store_history=False)
         err = r.error_before_exec or r.error_in_exec
         if err is not None:
-            errors.append(f"cell {i}: {type(err).__name__}")
+            errors.append(f"cell {i}: {kind(err)}")
     ns = shell.user_ns
-    proto.write(json.dumps({"values": export(ns), "errors": errors}) + "\n")
+
+    def say(name):
+        proto.write(json.dumps({"reading": name}) + "\n")
+        proto.flush()
+    proto.write(json.dumps({"values": export(ns, say), "errors": errors})
+                + "\n")
     proto.flush()
     from grading.plain import decode
     for line in sys.stdin:
@@ -136,8 +176,12 @@ def main(path: str) -> None:
         except NotPlain as e:
             reply = {"error": f"returned {e}, not plain data"}
         except BaseException as e:  # noqa: BLE001 - report, keep serving
-            reply = {"error": f"{type(e).__name__}: {e}"[:200]}
-        proto.write(json.dumps(reply) + "\n")
+            reply = {"error": message(e)}
+        text = as_json(reply)
+        proto.write((text or json.dumps({"error": "returned a value the "
+                                         "grader could not read as data "
+                                         "(too large or too deep)"}))
+                    + "\n")
         proto.flush()
 
 

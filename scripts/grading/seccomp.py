@@ -9,6 +9,13 @@ calls). Together with the trusted processes' ``PR_SET_DUMPABLE 0`` (their
 ``/proc/PID/fd`` and ``mem`` then need CAP_SYS_PTRACE, which no jail has),
 no process in a jail can attach to, read or write another one's memory or
 open its pipes. No library is needed: the program is a few packed words.
+
+``RANK_CALLS`` (``program(extra=RANK_CALLS)``, installed by each rank of a
+rerun on the hub, ``rank_ns.py``) also refuses every channel between
+processes the rank could open itself: ``socket`` (its hub socket is
+inherited, so a rank needs none: no pathname or abstract Unix socket, no
+UDP or TCP), ``io_uring_setup`` (its own sockets), System V shared
+memory, message queues and semaphores, and POSIX message queues.
 """
 from __future__ import annotations
 
@@ -23,18 +30,28 @@ LD_ABS_W, JEQ_K, JGE_K, RET_K = 0x20, 0x15, 0x35, 0x06
 ALLOW, ERRNO = 0x7FFF0000, 0x00050000
 EPERM = 1
 X32_BIT = 0x40000000
+# a rank's own channels: socket, io_uring_setup, shmget, shmat, msgget,
+# msgsnd, msgrcv, semget, semop, mq_open, mq_timedsend, mq_timedreceive
+RANK_CALLS = {"x86_64": (41, 425, 29, 30, 68, 69, 70, 64, 65, 240, 242,
+                         243),
+              "aarch64": (198, 425, 194, 196, 186, 189, 188, 190, 193, 180,
+                          182, 183)}
 
 
 def _op(code, k, jt=0, jf=0) -> bytes:
     return struct.pack("HBBI", code, jt, jf, k)
 
 
-def program(machine: str | None = None) -> bytes | None:
-    """The filter for this machine's architecture (None: unknown arch)."""
-    arch = ARCHES.get(machine or platform.machine())
+def program(machine: str | None = None,
+            extra: dict | None = None) -> bytes | None:
+    """The filter for this machine's architecture (None: unknown arch);
+    ``extra`` (e.g. ``RANK_CALLS``): more calls it refuses, by arch."""
+    machine = machine or platform.machine()
+    arch = ARCHES.get(machine)
     if arch is None:
         return None
     audit, *calls = arch
+    calls += (extra or {}).get(machine, ())
     deny = len(calls) + 2          # jumps to the EPERM return below
     ops = [_op(LD_ABS_W, 4),                        # seccomp_data.arch
            _op(JEQ_K, audit, 1, 0), _op(RET_K, ERRNO | EPERM),

@@ -195,16 +195,24 @@ class _Submission:
         student = self.start("grading.runner", [f"{self.lab}.ipynb"], work,
                              False, "student")
         s_out = Lines(student.stdout)
-        try:
-            line = s_out.readline(t0 + timeout)
-        except TimeoutError:
-            return {}, f"hang: no result after {timeout:.0f} s (killed)"
-        except ValueError as e:
-            return {}, f"the notebook's answers are too large ({e})"
-        if line is None:
-            rc = student.wait()
-            return {}, (f"the notebook's process ended before its answers "
-                        f"were read (exit {rc})")
+        reading = None            # the value the runner said it reads
+        while True:
+            try:
+                line = s_out.readline(t0 + timeout)
+            except TimeoutError:
+                return {}, f"hang: no result after {timeout:.0f} s (killed)"
+            except ValueError as e:
+                return {}, f"the notebook's answers are too large ({e})"
+            if line is None:
+                rc = student.wait()
+                at = (f" while reading `{reading}`, a value the grader "
+                      "could not read" if reading else "")
+                return {}, (f"the notebook's process ended before its "
+                            f"answers were read{at} (exit {rc})")
+            said = _said(line)
+            if said is None:
+                break
+            reading = said
         try:
             values = json.loads(line)["values"]
             assert type(values) is dict
@@ -269,3 +277,14 @@ class _Submission:
         except (TimeoutError, OSError, ValueError):
             pass
         return b'{"error": "did not answer"}'
+
+
+def _said(line: bytes) -> str | None:
+    """The name in a runner's ``{"reading": name}`` line, else None."""
+    if not line.startswith(b'{"reading": '):
+        return None
+    try:
+        name = json.loads(line)["reading"]
+    except (ValueError, KeyError, TypeError, RecursionError):
+        return None
+    return str(name)[:60]

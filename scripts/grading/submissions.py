@@ -5,10 +5,22 @@
 
 Symbolic links are refused with a reason, never followed (a git repository
 or an archive a student hands in can carry one to the answer key); so are
-files in hidden folders (``.git``). The student is named by the folder
-a file sits in (per-student folders), else by Canvas's download name
-``login_userid_submissionid_name.ipynb`` (``login_LATE_...`` too), else
-by the file's own name.
+files in hidden folders (``.git``).
+
+One source names every student of a run (``name_students``): the folder
+a file sits in when the handed-in folder holds per-student folders (a
+file beside them is refused in one line: it would join another
+student's row), else Canvas's download name
+``login_userid_submissionid_name.ipynb`` (``login_LATE_...`` too) when
+every file has one (its user id becomes the gradebook's Canvas ID; one
+login with two user ids is refused), else each file's own name. Two
+students whose ids differ but whose feedback files would share a name
+(``g22 eve``, ``g22_eve``) are refused in one line, before anything runs.
+
+One submission per student and lab is graded (``newest``): the newest
+by Canvas's submission id where both are Canvas's, else by modification
+time, then by name; the others are listed with that reason, never
+added up.
 """
 from __future__ import annotations
 
@@ -32,6 +44,62 @@ class Item:
     rel: str            # the file's name in the folder (the CSV's)
     student: str        # the gradebook's student id
     refusal: str = ""   # why it is not graded at all
+
+
+def feedback_name(student: str) -> str:
+    """The feedback file's stem for ``student`` (``report.feedback``)."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", str(student))[:80] or "_"
+
+
+def name_students(items: list[Item]) -> tuple[str, dict]:
+    """Each item's student from the run's one source (the docstring):
+    (the source's name, {student: Canvas user id}); BadInput for a file
+    beside per-student folders, a login with two user ids, two ids
+    that share a feedback file."""
+    flat = [i for i in items if len(Path(i.rel).parts) == 1]
+    if len(flat) < len(items):
+        if flat:
+            raise BadInput(
+                f"{len(flat)} file(s) beside the per-student folders (e.g. "
+                f"{flat[0].rel!r}): put each in its student's folder")
+        source = "folder"
+    elif all(CANVAS.match(i.rel) for i in items):
+        source = "canvas"
+    else:
+        source = "file name"
+    uids: dict = {}
+    for i in items:
+        rel = Path(i.rel)
+        i.student = rel.parts[0] if source == "folder" else (
+            CANVAS.match(rel.name)["login"] if source == "canvas"
+            else rel.stem)
+        if source == "canvas":
+            uid = CANVAS.match(rel.name)["uid"]
+            if uids.setdefault(i.student, uid) != uid:
+                raise BadInput(f"Canvas login {i.student!r} has two user "
+                               f"ids ({uids[i.student]}, {uid}): one "
+                               "student per login")
+    seen: dict = {}
+    for who in sorted({i.student for i in items}):
+        key = feedback_name(who).casefold()
+        if key in seen:
+            raise BadInput(f"students {seen[key]!r} and {who!r} would share "
+                           f"feedback/{feedback_name(who)}.md: rename one")
+        seen[key] = who
+    return source, uids
+
+
+def newest(items: list[Item]) -> Item:
+    """The one of a student's files for one lab that is graded."""
+    def when(i: Item):
+        m = CANVAS.match(Path(i.rel).name)
+        canvas = all(CANVAS.match(Path(j.rel).name) for j in items)
+        try:
+            mtime = i.path.lstat().st_mtime
+        except OSError:
+            mtime = 0.0
+        return (int(m["sid"]) if canvas else mtime, i.rel)
+    return max(items, key=when)
 
 
 def student_of(rel: Path) -> str:
