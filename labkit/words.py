@@ -52,6 +52,9 @@ PHRASES = {
     "stage": "stage（阶段）",
     "TFLOP/s per GPU": "每 GPU TFLOP/s",
     "layout": "布局",
+    # an op's side of the roofline (labkit.predict.roofline.bound)
+    "compute-bound": "计算受限",
+    "memory-bound": "访存受限",
     # link names of labkit.predict.plan_moe: proper names in Chinese text
     "nvlink": "NVLink",
     "infiniband": "InfiniBand",

@@ -122,6 +122,11 @@ BAD = [
                 "profile": "gpu8"},
      "activation ledger is exact on CPU only, and fit_to_gpu prices the "
      "GPT block; use 'gpt'"),
+    ("roofline", {"dtypes": ["fp8"]}, "unknown dtype 'fp8'"),
+    ("roofline", {"chips": ["tpu"]}, "unknown chip 'tpu'"),
+    ("roofline", {"step_dtype": "bf16"}, "must be 'fp32' on the CPU"),
+    ("roofline", {"batch": 6}, "equals a width"),
+    ("roofline", {"threads": 0}, "threads=0: must be an integer"),
     ("mesh", {"model": {"layers": 2, "hidden": 96, "heads": 6,
                         "vocab": 256, "seq": 32, "arch": "llama"},
               "layouts": ["2x2"]},

@@ -103,3 +103,19 @@ def test_cp_terms():
     assert two["ring_link"] == "nvlink"
     assert M.layout(a, 1, 1, 1, 8, 32768, 1, 8, spec, 64, cp=64)[
         "ring_link"] == "infiniband"
+
+
+def test_roofline_prices_thinly_routed_experts_by_their_intensity():
+    """--roofline: at EP1 each of DeepSeek-V3's 256 experts gets 128 of a
+    micro-batch's 4,096 x 8 routed tokens: memory-bound on the H800, so
+    slower than the flat efficiency says; at EP64 (8,192 tokens each)
+    the roofline and the flat efficiency agree."""
+    a = A.from_hf_config(CONFIGS / "deepseek-v3.json")
+    spec = M.gpu_spec("h800-80gb")
+    args = (a, 1, 16, 128)
+    ep1, ep1_roof, ep64, ep64_roof = (
+        M.layout(*args, ep, 4096, 1, 8, spec, 15360,
+                 roofline=r)["compute_s"]
+        for ep in (1, 64) for r in (False, True))
+    assert ep1_roof > 1.01 * ep1
+    assert ep64_roof == pytest.approx(ep64, rel=1e-9)

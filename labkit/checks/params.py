@@ -115,6 +115,8 @@ RULES = {
     "kv_heads": _int(),
     "experts": _int(), "top_k": _int(), "expert_ffn": _int(),
     "ffn": _int(), "block": _int(), "ks": _ints(),
+    "matmul_sizes": _ints(1, 65536), "stream_sizes": _ints(1, 2 ** 31),
+    "threads": _int(1, 1024), "global_tokens": _int(1, 2 ** 40),
     "workers": _int(0, 256), "sweep_workers": _ints(0, 256),
     "sweep_prefetch": _ints(1, 256),
     "min_bytes": _int(1, BYTES), "max_bytes": _int(1, BYTES),
@@ -138,9 +140,12 @@ RULES = {
     "strategies": R.strings, "variants": R.strings, "fsdp": R.strings,
     "plugins": R.strings, "compare": R.strings, "hybrid": R.strings,
     "layouts": R.strings, "schedules": R.strings, "formats": R.strings,
+    "dtypes": R.strings, "chips": R.strings,
     "recompute_strategies": R.strings, "accumulation_runs": R.strings,
     "deepspeed_stages": _ints(0, 3, empty=True),
     "dtype": lambda name, v: v if isinstance(v, str) else R.refuse(
+        name, v, "a dtype name such as 'fp32'"),
+    "step_dtype": lambda name, v: v if isinstance(v, str) else R.refuse(
         name, v, "a dtype name such as 'fp32'"),
 }
 

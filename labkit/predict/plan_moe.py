@@ -55,13 +55,15 @@ from labkit.predict import collectives as _coll
 from labkit.predict import context_parallel as CP
 from labkit.predict import experts as X
 from labkit.predict import params as P
+from labkit.predict import roofline as R
 from labkit.predict.params_moe import moe_counts
 
 GB = 1e9
 # H800: the H100 with NVLink cut to 400 GB/s both directions; DeepSeek-V3
 # Sec. 3.2.2: "NVLink 160 GB/s" achieved, IB 50 GB/s (400 Gb/s) per GPU
 EXTRA_GPUS = {"h800-80gb": dict(memory=80 * GB, peak=989.4,
-                                intra=160e9, inter=50e9)}
+                                intra=160e9, inter=50e9,
+                                hbm=R.chip("h800")[1])}
 
 
 def gpu_spec(name: str) -> dict:
@@ -73,9 +75,26 @@ def gpu_spec(name: str) -> dict:
         raise ValueError(f"unknown GPU preset {name!r}: choose from "
                          f"{', '.join([*GPUS, *EXTRA_GPUS])}")
     g = GPUS[name]
+    chip = g.peak.split("-")[0]        # "h100-sxm" -> the data sheet's
     return dict(memory=g.memory, peak=peak_tflops(g.peak),
                 intra=_coll.get_link(g.intra).bandwidth,
-                inter=_coll.get_link(g.inter).bandwidth)
+                inter=_coll.get_link(g.inter).bandwidth,
+                hbm=R.CHIPS[chip][1] if chip in R.CHIPS else None)
+
+
+def expert_compute(a, tokens, ep, tp, pp, microbatches, spec,
+                   efficiency) -> float:
+    """Seconds of one GPU's routed-expert GEMMs per step, each priced on
+    the roofline (:func:`labkit.predict.roofline.expert_time`, the roof
+    at ``efficiency`` of the peak, the slope at the data sheet's HBM
+    bandwidth): a rank's ``experts / ep`` experts each get ``tokens k ep
+    / experts`` tokens per micro-batch (a uniform router), so few tokens
+    per expert make them memory-bound (DeepSeek-V3's EP1: ~128)."""
+    per_expert = tokens * a.top_k * ep / a.experts
+    one = R.expert_time(per_expert, a.hidden, a.expert_ffn / tp,
+                        spec["peak"] * 1e12 * efficiency, spec["hbm"])
+    return one["seconds"] * (a.experts // ep) * (a.moe_layers / pp) \
+        * microbatches
 
 
 def _divisors(n: int) -> list:
@@ -94,7 +113,8 @@ def parts(a) -> dict:
 
 
 def layout(a, tp, pp, dp, ep, seq, micro_batch, gpus_per_node, spec,
-           global_batch, efficiency=0.5, reserve_gb=2.0, cp=1) -> dict:
+           global_batch, efficiency=0.5, reserve_gb=2.0, cp=1,
+           roofline=False) -> dict:
     w = parts(a)
     layers = math.ceil(a.layers / pp)
     moe_layers = min(layers, a.moe_layers)
@@ -121,8 +141,14 @@ def layout(a, tp, pp, dp, ep, seq, micro_batch, gpus_per_node, spec,
     cp_bw = spec["intra"] if cp_link == "nvlink" else spec["inter"]
     active = P.count(a)["active"]
     step_tokens = global_batch * seq
-    compute = 6 * active * step_tokens / (tp * cp * pp * dp) / (
-        spec["peak"] * 1e12 * efficiency)
+    rate = spec["peak"] * 1e12 * efficiency
+    if roofline and spec.get("hbm"):   # the experts' GEMMs by intensity
+        routed = a.top_k * w["expert"] * a.moe_layers
+        compute = 6 * (active - routed) * step_tokens / (
+            tp * cp * pp * dp) / rate + expert_compute(
+            a, tokens, ep, tp, pp, microbatches, spec, efficiency)
+    else:
+        compute = 6 * active * step_tokens / (tp * cp * pp * dp) / rate
     fits = total <= spec["memory"] - reserve_gb * GB
     name = (f"TP{tp} x CP{cp} x PP{pp} x DP{dp} (EP{ep} in DPxCP)"
             if cp > 1 else f"TP{tp} x PP{pp} x DP{dp} (EP{ep} inside DP)")
@@ -142,7 +168,7 @@ def layout(a, tp, pp, dp, ep, seq, micro_batch, gpus_per_node, spec,
 
 def plan(a, gpus, gpus_per_node, gpu, global_batch, seq, micro_batch=1,
          tp=None, pp=None, ep=None, efficiency=0.5, reserve_gb=2.0,
-         cp=None):
+         cp=None, roofline=False):
     """Every layout ``tp x cp x pp x dp = gpus`` with ``ep | dp x cp``
     (``None``: searched), feasible ones first, then by a2a + ring +
     compute seconds."""
@@ -168,7 +194,8 @@ def plan(a, gpus, gpus_per_node, gpu, global_batch, seq, micro_batch=1,
                         continue
                     out.append(layout(a, t, p, d, e, seq, micro_batch,
                                       gpus_per_node, spec, global_batch,
-                                      efficiency, reserve_gb, c))
+                                      efficiency, reserve_gb, c,
+                                      roofline))
     out.sort(key=lambda x: (not x["fits"], x["a2a_s"] + x["ring_s"]
                             + x["compute_s"]))
     return out
@@ -181,6 +208,10 @@ def add_arguments(g) -> None:
                    "qwen3_moe, deepseek_v3): EP layouts")
     g.add_argument("--ep", type=int, help="expert-parallel ranks (with "
                    "--hf-config)")
+    g.add_argument("--roofline", action="store_true", help="price the "
+                   "experts' GEMMs on the roofline by their tokens per "
+                   "expert (labkit.predict.roofline), not all at "
+                   "--efficiency")
 
 
 def main(args, a=None) -> int:
@@ -192,7 +223,8 @@ def main(args, a=None) -> int:
     seq = args.seq or 4096
     lays = plan(a, args.gpus, args.gpus_per_node, args.gpu, args.batch,
                 seq, args.micro_batch or 1, args.tp, args.pp, args.ep,
-                args.efficiency, args.reserve_gb, getattr(args, "cp", None))
+                args.efficiency, args.reserve_gb, getattr(args, "cp", None),
+                getattr(args, "roofline", False))
     if not lays:
         raise ValueError("no layout divides these GPUs, batch and experts")
     ok = [x for x in lays if x["fits"]]
