@@ -116,11 +116,20 @@ def pip_binds() -> tuple[list[str], dict]:
     if wheels.is_dir():
         args += ["--bind", str(wheels), "/root/.cache/labkit/"
                  "wheels-colossalai"]
+    cert = env.get("PIP_CERT") or os.environ.get("SSL_CERT_FILE")
+    if cert and Path(cert).is_file():   # a proxy's CA the image lacks
+        args += ["--ro-bind", cert, "/etc/host-ca-certificates.crt"]
+        env["PIP_CERT"] = "/etc/host-ca-certificates.crt"
     text = " ".join(env.values())
-    conf = Path("/etc/pip.conf")
-    if conf.is_file():
-        text += " " + conf.read_text()
-        args += ["--ro-bind", str(conf), "/etc/pip.conf"]
+    home = Path.home()
+    for conf, inside in ((Path("/etc/pip.conf"), "/etc/pip.conf"),
+                         (Path("/etc/xdg/pip"), "/etc/xdg/pip"),
+                         (home / ".config/pip", "/root/.config/pip"),
+                         (home / ".pip", "/root/.pip")):
+        if conf.exists():    # pip's site, XDG and user configurations
+            files = [conf] if conf.is_file() else sorted(conf.iterdir())
+            text += " ".join(" " + f.read_text() for f in files)
+            args += ["--ro-bind", str(conf), inside]
     for path in sorted(set(re.findall(r"(?:file://)?(/opt/[\w./-]+)",
                                       text))):
         p = Path(path)

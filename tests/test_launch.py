@@ -32,6 +32,8 @@ def test_ok_returns_rank_records(tmp_path):
     # though `.venv/bin/python script.py` activates nothing
     here = os.path.dirname(os.path.abspath(sys.executable))
     assert {r["path_first"] for r in res} == {here}
+    # gloo ranks see no GPU (lab 14's four gloo ranks on one GPU, issue 47)
+    assert {r["cuda_visible"] for r in res} == {""}
 
 
 def test_venv_path_puts_the_interpreter_bin_first_once():

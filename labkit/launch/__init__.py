@@ -18,7 +18,11 @@ have; torchrun starts clean interpreters on a module instead.
 
 Backend: nccl when the machine has at least ``nproc`` CUDA GPUs, else gloo
 (one process per core-ish, ``OMP_NUM_THREADS=1``). ``require_gpu=True``
-(the GPU profiles) refuses to fall back to CPU.
+(the GPU profiles) refuses to fall back to CPU. Gloo ranks see no GPU
+(``CUDA_VISIBLE_DEVICES=""``, unless ``env`` sets it): on a GPU machine
+FSDP2's default mesh and DeepSpeed's accelerator would otherwise call
+``set_device(LOCAL_RANK)``, which fails for ranks 1-3 of lab 14's four
+gloo ranks on one GPU; DeepSpeed takes its CPU accelerator there.
 
 Several nodes: call ``launch`` on every node with the same ``nnodes`` and
 ``rdzv_endpoint`` (``host:port`` of node 0) and that node's ``node_rank``::
@@ -189,6 +193,8 @@ def _run_torchrun(python, module, argv, nproc, nnodes, node_rank, endpoint,
     })
     child_env["PYTHONPATH"] = checkout_pythonpath(child_env)
     child_env["PATH"] = venv_path(python, child_env.get("PATH", ""))
+    if backend == "gloo":     # CPU ranks: no GPU to claim (module doc)
+        child_env["CUDA_VISIBLE_DEVICES"] = ""
     child_env.update({k: str(v) for k, v in (env or {}).items()})
     (run_dir / "command.txt").write_text(" ".join(cmd) + "\n")
 
