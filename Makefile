@@ -51,6 +51,9 @@ web-tools: $(STAMP)
 	  then apt-get update -q && apt-get install -y -q chromium; \
 	  else echo "no /usr/bin/chromium: the calculators' browser test will be skipped"; fi; }
 
+# REQUIREMENTS: the pins pip installs (scripts/node_setup.sh passes its
+# copy where the interpreter is older than a pin's Requires-Python)
+REQUIREMENTS ?= requirements.txt
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(BIN)/python || sh scripts/check_python.sh "$(PYTHON)"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -59,7 +62,7 @@ $(STAMP): requirements.txt pyproject.toml
 	@# CUDA=12.6 or TORCH_INDEX=URL override); a CPU machine: nothing here
 	TORCH_PIP="$$($(BIN)/python scripts/torch_build.py --explain)" || exit 1; \
 	  test -z "$$TORCH_PIP" || $(BIN)/python -m pip install -q $$TORCH_PIP
-	$(BIN)/python -m pip install -q -r requirements.txt
+	$(BIN)/python -m pip install -q -r $(REQUIREMENTS)
 	$(BIN)/python -m pip install -q --no-deps -e .
 	touch $(STAMP)
 

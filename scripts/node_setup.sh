@@ -69,10 +69,25 @@ HDR=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
 say "  $PY: Python $V, headers in $HDR"
 
 say "step 3/5: .venv (the node's torch build, requirements.txt)"
-make --no-print-directory venv PYTHON="$PY" || die "step 3: make venv"
+# Debian 12's python3 is 3.11.2; soupsieve 4.1.3 (nbconvert's bs4's CSS
+# selectors) asks for >= 3.11.5: the one pin whose Requires-Python
+# excludes it (every pin's, read from the installed metadata). There pip
+# takes the newest soupsieve that supports the interpreter instead.
+REQ=requirements.txt
+if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11, 5))'; then
+    mkdir -p .cache
+    REQ=.cache/requirements-node.txt
+    sed 's/^soupsieve==.*/soupsieve  # newest for this Python (node_setup)/' \
+        requirements.txt > "$REQ"
+    say "  Python $("$PY" -c 'import platform;
+print(platform.python_version())') < 3.11.5: soupsieve unpinned ($REQ)"
+fi
+make --no-print-directory venv PYTHON="$PY" REQUIREMENTS="$REQ" ||
+    die "step 3: make venv"
 
 say "step 4/5: .venv-colossalai (lab 9)"
-make --no-print-directory colossalai PYTHON="$PY" || die "step 4: make colossalai"
+make --no-print-directory colossalai PYTHON="$PY" ||
+    die "step 4: make colossalai"
 
 say "step 5/5: the tools the labs call"
 PATH="$PWD/.venv/bin:$PATH"
