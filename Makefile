@@ -83,8 +83,9 @@ CAI_PYTHON ?= $(shell sh scripts/cai_python.sh "" "$(PYTHON)" 2>/dev/null)
 CAI_VENV   := .venv-colossalai
 CAI_STAMP  := $(CAI_VENV)/.installed
 CAI_WHEELS ?= $(HOME)/.cache/labkit/wheels-colossalai
+CAI_REQUIREMENTS ?= requirements-colossalai.txt
 CAI_PIP     = $(CAI_VENV)/bin/python -m pip install -q --no-deps --no-index \
-	--find-links $(CAI_WHEELS) -r requirements-colossalai.txt
+	--find-links $(CAI_WHEELS) -r $(CAI_REQUIREMENTS)
 
 colossalai: $(CAI_STAMP)
 
@@ -100,7 +101,7 @@ $(CAI_STAMP): requirements-colossalai.txt
 	    "(Python $$($$py -c 'import platform; print(platform.python_version())'))"; \
 	  test -x $(CAI_VENV)/bin/python || $$py -m venv $(CAI_VENV) || exit 1; \
 	  $(CAI_PIP) 2>/dev/null || { $(CAI_VENV)/bin/python -m pip wheel -q \
-		--no-deps -w $(CAI_WHEELS) -r requirements-colossalai.txt && \
+		--no-deps -w $(CAI_WHEELS) -r $(CAI_REQUIREMENTS) && \
 		$(CAI_PIP); } || exit 1; \
 	  touch $(CAI_STAMP)
 

@@ -73,12 +73,15 @@ say "step 3/5: .venv (the node's torch build, requirements.txt)"
 # selectors) asks for >= 3.11.5: the one pin whose Requires-Python
 # excludes it (every pin's, read from the installed metadata). There pip
 # takes the newest soupsieve that supports the interpreter instead.
-REQ=requirements.txt
+# .venv-colossalai installs its pins from a wheel folder with --no-deps:
+# there soupsieve is left out and installed from the index after.
+REQ=requirements.txt CAI_REQ=requirements-colossalai.txt
 if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11, 5))'; then
     mkdir -p .cache
-    REQ=.cache/requirements-node.txt
+    REQ=.cache/requirements-node.txt CAI_REQ=.cache/requirements-cai-node.txt
     sed 's/^soupsieve==.*/soupsieve  # newest for this Python (node_setup)/' \
         requirements.txt > "$REQ"
+    grep -v '^soupsieve==' requirements-colossalai.txt > "$CAI_REQ"
     say "  Python $("$PY" -c 'import platform;
 print(platform.python_version())') < 3.11.5: soupsieve unpinned ($REQ)"
 fi
@@ -86,8 +89,12 @@ make --no-print-directory venv PYTHON="$PY" REQUIREMENTS="$REQ" ||
     die "step 3: make venv"
 
 say "step 4/5: .venv-colossalai (lab 9)"
-make --no-print-directory colossalai PYTHON="$PY" ||
-    die "step 4: make colossalai"
+make --no-print-directory colossalai PYTHON="$PY" \
+    CAI_REQUIREMENTS="$CAI_REQ" || die "step 4: make colossalai"
+if [ "$CAI_REQ" != requirements-colossalai.txt ]; then
+    .venv-colossalai/bin/python -m pip install -q soupsieve ||
+        die "step 4: soupsieve for .venv-colossalai"
+fi
 
 say "step 5/5: the tools the labs call"
 PATH="$PWD/.venv/bin:$PATH"
