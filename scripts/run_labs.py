@@ -25,7 +25,11 @@ sizes: :func:`gpus_needed`) is not started: it is listed as ``skipped``
 with a "needs >= N GPUs" note, not as a failure.
 
 First the runner checks the machine (``python -m labkit preflight``) and
-stops, exit status 2, if a lab would fail. ``--plan`` prints each lab's
+stops, exit status 2, if the run would fail; a lab only preflight says
+cannot run here (nvcc for lab 9, host RAM, disk) is listed as "skipped
+(reason)", and a lab with a fallback runs with it (lab 14's ``fp8:
+emulated`` below sm_89). The launches get the profile's heartbeat stall
+limit (``labkit.launch.heartbeat.profile_stall_s``). ``--plan`` prints each lab's
 estimated minutes and cost (``labkit.predict.labtime``) and runs nothing;
 after a run, ``run.json`` holds the estimate beside the actual minutes.
 Executed notebooks and ``run.json`` carry the run's provenance
@@ -332,6 +336,12 @@ def _locked(a, profile, chosen, labs, est) -> int:
                 for sig in (signal.SIGTERM, signal.SIGHUP)}
     rows = []
     visible = cuda_device_count()
+    # a rank may hold the GIL longer on a GPU (NCCL's set-up, Triton):
+    # the labs' launches get the profile's stall limit, unless one is set
+    from labkit.launch import heartbeat
+    stall = os.environ.get("LABKIT_STALL_S")
+    os.environ["LABKIT_STALL_S"] = stall or str(
+        heartbeat.profile_stall_s(a.profile))
     try:
         _run_all(a, chosen, profile, labs, est, checks, visible, rows)
     except KeyboardInterrupt as e:
@@ -342,12 +352,17 @@ def _locked(a, profile, chosen, labs, est) -> int:
     finally:
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
+        if stall is None:
+            os.environ.pop("LABKIT_STALL_S", None)
     print(f"\n{'lab':24s} {'status':8s} {'seconds':>8s}  note")
     for name, status, seconds, detail in rows:
         print(f"{name:24s} {status:8s} {seconds:8.1f}  {detail}")
     failed = [r for r in rows if r[1] not in ("ok", "skipped")]
-    print(f"\n{len(rows) - len(failed)} passed, {len(failed)} failed"
-          f" (executed notebooks in {a.out / a.profile})")
+    skipped = [r for r in rows if r[1] == "skipped"]
+    print(f"\n{len(rows) - len(failed) - len(skipped)} passed, "
+          f"{len(skipped)} skipped, {len(failed)} failed" + "".join(
+              f"\n  {r[0]}: skipped ({r[3]})" for r in skipped)
+          + f"\n(executed notebooks in {a.out / a.profile})")
     return 1 if failed else 0
 
 
@@ -355,14 +370,20 @@ def _run_all(a, chosen, profile, labs, est, checks, visible, rows) -> None:
     for i, name in enumerate(chosen, 1):
         print(f"[{i}/{len(chosen)}] {name} ({a.profile}) ...", flush=True)
         need = gpus_needed(profile.get(name) or {})
+        judged = checks or {}     # preflight's per-lab skips and fallbacks
+        params = {**(profile.get(name) or {}),
+                  **judged.get("fallback", {}).get(name, {})}
         if a.profile != "cpu" and need > visible:
             status, seconds = "skipped", 0.0
             detail = (f"needs >= {need} GPUs, {visible} visible: run it "
                       "with --profile cpu here, or on a bigger machine")
+        elif name in judged.get("skip", {}):
+            status, seconds = "skipped", 0.0
+            detail = f"preflight: {judged['skip'][name]}"
         else:
             try:
                 status, seconds, detail = run_lab(
-                    name, labs[name], a.profile, profile.get(name) or {},
+                    name, labs[name], a.profile, params,
                     a.out, round(est[name].minutes, 3), checks)
             except (OSError, ValueError, RuntimeError) as e:  # the next lab
                 status, seconds = "FAILED", 0.0

@@ -28,7 +28,8 @@ GPU_CELLS = {
     # where the all-to-all runs: nvidia-smi's topology (NVLink in a node)
     ("13_experts", "# CUDA only: where the all-to-all runs (NVLink inside a node)"),
     # FP8 tensor cores (sm_89+): torch._scaled_mm; the CPU emulates it
-    ("14_precision", "# CUDA only: a real FP8 GEMM (torch._scaled_mm, sm_89+)"),
+    ("14_precision",
+     "# CUDA only: a real FP8 GEMM (torch._scaled_mm, sm_89+); with"),
     # FP8 training for real: torchao's float8 linears need CUDA sm_89+
     ("14_precision", "# CUDA only: FP8 training with torchao (pip install torchao), vs bf16"),
 }

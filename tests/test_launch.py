@@ -1,10 +1,12 @@
 """The launcher: results come back; crashes and hangs end cleanly and clearly."""
+import os
+import sys
 import time
 
 import psutil
 import pytest
 
-from labkit.launch import LaunchError, launch, pick_backend
+from labkit.launch import LaunchError, launch, pick_backend, venv_path
 
 pytestmark = pytest.mark.distributed
 
@@ -26,6 +28,18 @@ def test_ok_returns_rank_records(tmp_path):
                  run_dir=tmp_path / "run")
     assert [r["rank"] for r in res] == [0, 1]
     assert all(r["sum"] == 3.0 and r["backend"] == "gloo" for r in res)
+    # the venv's tools (ninja for torch's JIT builds) come first on PATH,
+    # though `.venv/bin/python script.py` activates nothing
+    here = os.path.dirname(os.path.abspath(sys.executable))
+    assert {r["path_first"] for r in res} == {here}
+    # gloo ranks see no GPU (lab 14's four gloo ranks on one GPU, issue 47)
+    assert {r["cuda_visible"] for r in res} == {""}
+
+
+def test_venv_path_puts_the_interpreter_bin_first_once():
+    assert venv_path("/v/bin/python", "/usr/bin:/v/bin:/bin") == \
+        "/v/bin:/usr/bin:/bin"
+    assert venv_path("/v/bin/python", "") == "/v/bin"
 
 
 def test_crash_shows_the_failing_rank_log(tmp_path):

@@ -106,3 +106,22 @@ def test_torch_build_script(capsys, monkeypatch):
     assert tb.main([], (SMI / "t4_driver470.txt").read_text()) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("make setup: driver")
+
+
+def test_the_node_recipe_is_one_script_without_npm_or_a_browser():
+    """make node-setup runs scripts/node_setup.sh: the toolchain the labs
+    compile with, nothing the book's calculators or the grader need
+    (its run in a clean root file system: scripts/rehearse_node.py)."""
+    import re
+    import subprocess
+    text = (ROOT / "scripts" / "node_setup.sh").read_text()
+    pkgs = set(re.search(r'PKGS="([^"]*)"', text).group(1).split())
+    assert {"python3-dev", "build-essential", "ninja-build", "git",
+            "make"} <= pkgs
+    assert not {"npm", "chromium", "bubblewrap"} & pkgs
+    assert "npm " not in text and "calculators.py" not in text
+    assert subprocess.run(["sh", "-n", "scripts/node_setup.sh"],
+                          cwd=ROOT).returncode == 0
+    plan = subprocess.run(["make", "-n", "node-setup"], cwd=ROOT,
+                          capture_output=True, text=True).stdout
+    assert plan.strip() == "sh scripts/node_setup.sh"

@@ -66,7 +66,8 @@ def test_gpu8_rehearsed_exit_0(gpu8):
     _every_lab(gpu8, "gpu8")
     _dry_rows_agree(gpu8)
     pre = {c["name"]: c["status"] for c in gpu8["preflight"]}
-    assert pre == {"gpus": "ok", "gpu memory": "ok", "expected OOM": "ok"}
+    assert pre == {"gpus": "ok", "compute capability": "ok",
+                   "gpu memory": "ok", "expected OOM": "ok"}
     for lab in ("pipeline_parallel", "colossalai", "collectives"):
         assert "listed" in gpu8["labs"][lab]
     rows = {r["variant"]: r for r in gpu8["labs"]["memory"]["cases"]}

@@ -183,6 +183,45 @@ def test_labs_needing_more_gpus_are_skipped_with_a_note(capsys,
     assert "needs >= 1 GPUs, 0 visible" in out
 
 
+def test_preflight_skips_one_lab_and_another_runs_its_fallback(
+        capsys, monkeypatch, tmp_path):
+    """Issue 47: nvcc missing skips lab 9 alone, with the reason in the
+    summary; a GPU without FP8 cores runs lab 14 with fp8: emulated."""
+    import os
+    from labkit.preflight import Check
+    monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
+    monkeypatch.setattr(run_labs, "cuda_device_count", lambda: 8)
+    monkeypatch.setattr(run_labs.preflight, "run", lambda name: [
+        Check("nvcc", "skip", "no CUDA_HOME and no nvcc", "nvcc 12",
+              "install CUDA 12.4", lab="colossalai"),
+        Check("compute capability", "warn", "sm_80", "sm_89+", "emulated",
+              lab="precision", fallback={"fp8": "emulated"})])
+    ran = {}
+
+    def run_lab(name, nb, profile, params, *rest):
+        ran[name] = params
+        return "ok", 0.0, ""
+    monkeypatch.setattr(run_labs, "run_lab", run_lab)
+    assert run_labs.main(["--profile", "gpu8", "--out", str(tmp_path),
+                          "--only", "colossalai", "--only",
+                          "precision"]) == 0
+    out = capsys.readouterr().out
+    assert list(ran) == ["precision"] and ran["precision"]["fp8"] == \
+        "emulated"
+    assert "1 passed, 1 skipped, 0 failed" in out
+    assert "colossalai: skipped (preflight: nvcc: no CUDA_HOME and no " \
+        "nvcc; install CUDA 12.4)" in out
+    assert "LABKIT_STALL_S" not in os.environ or os.environ[
+        "LABKIT_STALL_S"] != "300.0"
+
+
+def test_the_stall_limit_is_longer_on_gpu_profiles():
+    from labkit.launch import heartbeat
+    assert heartbeat.profile_stall_s("cpu") == heartbeat.STALL_S == 30.0
+    assert heartbeat.profile_stall_s("gpu8") == 300.0
+    assert heartbeat.profile_stall_s("gpu1") == 300.0
+
+
 # -- killed runs: nothing keeps running, nothing good is lost ---------------
 
 FAKE_LAB = [

@@ -75,14 +75,15 @@ def _dry_step_at(i: int):
         raise
 
 
-def run_all(cases: list, cache: dict, workers: int) -> None:
+def run_all(cases: list, cache: dict, workers: int, after=None) -> None:
     """Fill ``cache`` with one step per distinct case, ``workers`` at once.
 
     Each step runs in its own forked process (fake mode and the fake
     process group are per process), so the profile's cases share the
     machine's cores; only the measured bytes come back. A case a forked
     child cannot run (autograd refuses after the parent's engine threads)
-    runs in this process instead, after the pool."""
+    runs in this process instead, after the pool. ``after()`` is called
+    each time a step lands in ``cache`` (a caller's progress)."""
     import multiprocessing as mp
     todo, seen = [], set()
     for c in cases:
@@ -91,6 +92,8 @@ def run_all(cases: list, cache: dict, workers: int) -> None:
             seen.add(key)
             todo.append(c)
     if workers <= 1 or len(todo) <= 1:
+        if after:
+            after()
         return
     _PENDING[:] = todo
     refused = []
@@ -103,18 +106,25 @@ def run_all(cases: list, cache: dict, workers: int) -> None:
                     continue
                 c = todo[i]
                 cache[c.key or id(c)] = (c.lab, c.variant, measured)
+                if after:
+                    after()
     finally:
         _PENDING.clear()
     for i in sorted(refused):
         c = todo[i]
         cache[c.key or id(c)] = (c.lab, c.variant, dry_step(c))
+        if after:
+            after()
 
 
 def dry_profile(profile: str, gpu: float, only: str | None = None,
-                workers: int | None = None) -> dict:
+                workers: int | None = None, on_lab=None) -> dict:
     """Every lab of ``labs/profiles/<profile>.yaml``: its rows or why not.
 
-    The distinct cases run ``workers`` at a time (default: one per core)."""
+    The distinct cases run ``workers`` at a time (default: one per core).
+    ``on_lab(name, result)`` is called for each lab as soon as its last
+    case is done (the command prints that lab's table then: a long
+    profile shows its labs as they finish, not all at the end)."""
     import os
     from labkit.preflight import load_profile
     prof = load_profile(profile)
@@ -123,9 +133,8 @@ def dry_profile(profile: str, gpu: float, only: str | None = None,
     names = [n for n in prof if only is None or n == only]
     cases = {n: L.ADAPTERS[n](prof[n]) for n in names if n in L.ADAPTERS}
     out, cache = {}, {}
-    run_all([c for cs in cases.values() for c in cs], cache,
-            workers or len(os.sched_getaffinity(0)))
-    for name in names:
+
+    def finish(name):
         if name in cases:
             out[name] = {"cases": run_cases(cases[name], gpu, cache)}
             if name == "zero":
@@ -133,7 +142,21 @@ def dry_profile(profile: str, gpu: float, only: str | None = None,
         else:
             out[name] = {"cannot": L.REASONS.get(
                 name, "no dry-run adapter yet (labkit/dryrun/labs.py)")}
-    return out
+        if on_lab:
+            on_lab(name, out[name])
+
+    def after():    # every lab whose cases are all in the cache
+        for name in names:
+            if name not in out and all((c.key or id(c)) in cache
+                                       for c in cases.get(name, [])):
+                finish(name)
+
+    run_all([c for cs in cases.values() for c in cs], cache,
+            workers or len(os.sched_getaffinity(0)), after)
+    for name in names:       # steps run here, one by one (no pool)
+        if name not in out:
+            finish(name)
+    return {name: out[name] for name in names}
 
 
 def shape_rows(c, strategy: str, gpus: list[int], gpu: str = "h100-80gb",
@@ -248,7 +271,12 @@ def main(a) -> int:
     if rec is not None:
         out = dry_arch(a, rec)
     elif a.profile:
-        out = dry_profile(a.profile, gpu_bytes(a.gpu), a.only)
+        if not a.json:
+            print(table({}, a.gpu), flush=True)     # the heading, once
+        shown = None if a.json else (lambda name, res: print(
+            table({name: res}, a.gpu).split("\n", 1)[1], flush=True))
+        out = dry_profile(a.profile, gpu_bytes(a.gpu), a.only,
+                          on_lab=shown)
     elif all(v is not None for v in shape):
         from labkit.wrap import check_strategy
         check_strategy(a.strategy, a.gpus)
@@ -262,7 +290,8 @@ def main(a) -> int:
         print(json.dumps({"gpu": a.gpu, "labs": out, "unit": "bytes",
                           "disagree": bad}, indent=1))
     else:
-        print(table(out, a.gpu))
+        if not a.profile:     # a profile's tables came lab by lab
+            print(table(out, a.gpu))
         if bad:
             print("model states differ from the ledger by > 1 %: "
                   + ", ".join(bad))

@@ -18,7 +18,11 @@ have; torchrun starts clean interpreters on a module instead.
 
 Backend: nccl when the machine has at least ``nproc`` CUDA GPUs, else gloo
 (one process per core-ish, ``OMP_NUM_THREADS=1``). ``require_gpu=True``
-(the GPU profiles) refuses to fall back to CPU.
+(the GPU profiles) refuses to fall back to CPU. Gloo ranks see no GPU
+(``CUDA_VISIBLE_DEVICES=""``, unless ``env`` sets it): on a GPU machine
+FSDP2's default mesh and DeepSpeed's accelerator would otherwise call
+``set_device(LOCAL_RANK)``, which fails for ranks 1-3 of lab 14's four
+gloo ranks on one GPU; DeepSpeed takes its CPU accelerator there.
 
 Several nodes: call ``launch`` on every node with the same ``nnodes`` and
 ``rdzv_endpoint`` (``host:port`` of node 0) and that node's ``node_rank``::
@@ -67,7 +71,8 @@ from labkit.launch.request import (DEFAULT_TIMEOUT_S, ROOT, as_argv,
                                    pick_backend)
 
 __all__ = ["launch", "LaunchError", "pick_backend", "cuda_device_count",
-           "checkout_pythonpath", "check_nodes", "wait_for_endpoint",
+           "checkout_pythonpath", "venv_path", "check_nodes",
+           "wait_for_endpoint",
            "free_port", "rank_logs", "ROOT", "DEFAULT_TIMEOUT_S",
            "LOG_TAIL_LINES", "_kill_group", "_kill_orphans"]
 
@@ -150,6 +155,17 @@ def launch(module: str, nproc: int, args: list | tuple | dict = (), *,
     return _collect(run_dir, nproc, nnodes)
 
 
+def venv_path(python: str, path: str) -> str:
+    """``PATH`` with the interpreter's own ``bin`` first: the tools its
+    environment installed (ninja for torch's cpp_extension and DeepSpeed's
+    JIT ops, triton's helpers) are found by the ranks as by an activated
+    venv, though ``.venv/bin/python script.py`` activates nothing. Not
+    resolved: ``.venv/bin/python`` links to the system's interpreter."""
+    here = os.path.dirname(os.path.abspath(python))
+    rest = [d for d in path.split(os.pathsep) if d and d != here]
+    return os.pathsep.join([here, *rest])
+
+
 # a one-node rendezvous whose port someone else took is tried this often
 _PORT_TRIES = 3
 
@@ -176,6 +192,9 @@ def _run_torchrun(python, module, argv, nproc, nnodes, node_rank, endpoint,
         "PYTHONUNBUFFERED": "1",
     })
     child_env["PYTHONPATH"] = checkout_pythonpath(child_env)
+    child_env["PATH"] = venv_path(python, child_env.get("PATH", ""))
+    if backend == "gloo":     # CPU ranks: no GPU to claim (module doc)
+        child_env["CUDA_VISIBLE_DEVICES"] = ""
     child_env.update({k: str(v) for k, v in (env or {}).items()})
     (run_dir / "command.txt").write_text(" ".join(cmd) + "\n")
 

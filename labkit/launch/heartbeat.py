@@ -13,6 +13,13 @@ the GIL forever. The launch ends the run then and names that rank, within
 ``LABKIT_STALL_S`` seconds (default 30) of its last beat, instead of
 waiting for gloo's own timeout (120 s) to blame a healthy peer. A rank
 that finished or died is not stuck: its pid is gone.
+
+The limit is per profile (:func:`profile_stall_s`; the runner sets
+``LABKIT_STALL_S`` from it unless it is set): 30 s on the cpu profile;
+300 s on a GPU profile, where one C call can hold the GIL far longer
+than on gloo's tiny models -- NCCL's communicator set-up across 8 GPUs,
+a Triton compile pass of lab 12's compile cell. 300 s is an allowance,
+not a measurement; the launch's own timeout still bounds every run.
 """
 from __future__ import annotations
 
@@ -27,6 +34,15 @@ STATES = {"T": "stopped (SIGSTOP?)", "t": "stopped by a debugger",
           "D": "in uninterruptible disk or network I/O",
           "R": "running, but not beating (holding the GIL?)",
           "S": "sleeping, but not beating (holding the GIL?)"}
+
+
+STALL_BY_PROFILE = {"cpu": STALL_S}
+GPU_STALL_S = 300.0     # any other profile (see the module doc)
+
+
+def profile_stall_s(profile: str) -> float:
+    """The stall limit of a lab profile (cpu: 30 s, a GPU profile 300 s)."""
+    return STALL_BY_PROFILE.get(profile, GPU_STALL_S)
 
 
 def stall_s() -> float:

@@ -33,7 +33,11 @@ def main():
         while True:
             time.sleep(1)
     if a.mode == "ok":
-        dist.save(ctx, {"sum": t.item(), "pid": os.getpid()})
+        # the first PATH entry: the launcher puts the venv's bin there
+        first = os.environ["PATH"].split(os.pathsep)[0]
+        dist.save(ctx, {"sum": t.item(), "pid": os.getpid(),
+                        "path_first": first, "cuda_visible":
+                        os.environ.get("CUDA_VISIBLE_DEVICES")})
         dist.close()
     else:
         tdist.barrier()  # the healthy ranks wait, like in a real hang
