@@ -165,8 +165,10 @@ def bwrap(tree: Path, course: Path, command: str, timeout: float,
 
 
 def _tail(text: str, n: int = 8) -> list[str]:
+    """The last lines of a step's output, without pip's notes on the index
+    folders of the machine that ran it (they name its paths)."""
     return [ln[:200] for ln in text.strip().splitlines()[-n:]
-            if "[WARNING]" not in ln]
+            if "[WARNING]" not in ln and "Location 'file:" not in ln]
 
 
 def report(rows: list, facts: dict) -> str:
