@@ -175,6 +175,9 @@ cannot("precision", "nothing to dry-run: its quantities are values "
        "FP8 quantisation errors), which fake tensors do not carry; its "
        "bytes are counted exactly on CPU and its FP8 ledger is pure "
        "(labkit.predict.precision)")
+cannot("hangs", "nothing to dry-run: its faults are waits at the process "
+       "group's timeout, a killed process and py-spy reading live ranks; "
+       "its tensors are a few kilobytes")
 cannot("context_parallel", "no adapter yet: ring and Ulysses attention "
        "exchange K/V blocks point to point (isend/irecv) and by all-to-all, "
        "which the fake process group was not yet tried with; its memory "
