@@ -4,6 +4,8 @@
     fr_culprit(run_dir / "fr", world)  # the flight recorder's analyzer
     pyspy_culprit(run_dir / "pyspy", world)   # py-spy dump of each rank
 
+    python -m labkit.measure.hangs RUN_DIR --world-size 3   # all three
+
 Each returns a dict with ``rank`` (the rank the tool points at, or None),
 what it says about the collective where it can (``seq``, ``op``) and
 ``text``, the tool's own words. The records and folders are those
