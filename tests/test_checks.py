@@ -134,6 +134,17 @@ BAD = [
 ]
 
 
+BAD += [   # lab 17
+    ("hangs", {"world_size": 2}, "world_size must be >= 3"),
+    ("hangs", {"culprit": 0}, "culprit must be a rank in 1..2"),
+    ("hangs", {"at": 4}, "at must be a step of the run"),
+    ("hangs", {"faults": ["oom"]}, "unknown fault 'oom'"),
+    ("hangs", {"hang_timeout_s": 0},
+     "hang_timeout_s=0: must be a finite number > 0"),
+    ("hangs", {"timeout_s": 20}, "must leave the planted hang time"),
+]
+
+
 @pytest.mark.parametrize("lab,bad,message", BAD,
                          ids=[f"{b[0]}-{next(iter(b[1]))}" for b in BAD])
 def test_bad_parameters_raise_one_clear_error(lab, bad, message, request):

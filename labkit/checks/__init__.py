@@ -20,12 +20,13 @@ where tests call them with bad values (tests/test_checks.py).
 Files: ``rules.py`` (the kinds of value), ``params.py`` (the table of
 names), ``common.py`` (profile, world sizes), and the labs' functions by
 family: ``data_parallel.py``, ``model_parallel.py``, ``measuring.py``,
-``experts.py``, ``precision.py``, ``roofline.py``.
+``experts.py``, ``precision.py``, ``roofline.py``, ``hangs.py``.
 """
 from __future__ import annotations
 
 from labkit.checks import data_parallel as _dp
 from labkit.checks import experts as _ex
+from labkit.checks import hangs as _hg
 from labkit.checks import precision as _pr
 from labkit.checks import roofline as _rl
 from labkit.checks import measuring as _ms
@@ -49,9 +50,10 @@ checkpoint = checked(_ms.checkpoint)
 experts = checked(_ex.experts)
 precision = checked(_pr.precision)
 roofline = checked(_rl.roofline)
+hangs = checked(_hg.hangs)
 
 LABS = ("memory", "collectives", "sharding", "zero", "tensor_parallel",
         "pipeline_parallel", "profiling", "checkpoint", "colossalai",
         "mesh", "context_parallel", "fit", "experts",
-        "precision", "roofline")   # a check per lab, in order
+        "precision", "roofline", "hangs")   # a check per lab, in order
 __all__ = ["PROFILES", "LABS", "max_ranks", "parse", "require", *LABS]

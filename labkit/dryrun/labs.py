@@ -178,6 +178,9 @@ cannot("precision", "nothing to dry-run: its quantities are values "
 cannot("roofline", "nothing to dry-run: it measures this machine's "
        "FLOP/s, bytes/s and op times, which fake tensors do not have; "
        "its FLOPs and bytes per op are pure (labkit.predict.roofline)")
+cannot("hangs", "nothing to dry-run: its faults are waits at the process "
+       "group's timeout, a killed process and py-spy reading live ranks; "
+       "its tensors are a few kilobytes")
 cannot("context_parallel", "no adapter yet: ring and Ulysses attention "
        "exchange K/V blocks point to point (isend/irecv) and by all-to-all, "
        "which the fake process group was not yet tried with; its memory "

@@ -55,7 +55,10 @@ STEP_FLAGS = {"--kill-step", "--every", "--at"}
 TIMED = {"labkit.runs.hang": "a rank stalls on purpose until the process "
          "group's timeout (NCCL's watchdog) ends the others: a wait in "
          "seconds, and the fake group has no timeout (lab 8's cell would "
-         "sleep its whole 10 x timeout here)"}
+         "sleep its whole 10 x timeout here)",
+         "labkit.runs.hangs": "its faults are waits at the process "
+         "group's timeout and py-spy reading live processes: neither "
+         "exists in a fake group"}
 
 
 # a rank's error that says what fake tensors cannot do, not a rule broken
