@@ -205,7 +205,13 @@ def dry_arch(a, rec) -> dict:
     if a.seq is None:
         raise ValueError("--hf-config/--preset need --seq (tokens per "
                          "sequence of the step)")
+    import argparse
+    from labkit import cli_rules
     from labkit.wrap import check_strategy
+    layers = cli_rules.value(rec.layers, "layers", int,
+                             f"{rec.name or 'the model'}: layers", "dryrun")
+    cli_rules.check_costs("dryrun", argparse.Namespace(layers=layers,
+                                                       gpus=a.gpus))
     check_strategy(a.strategy, a.gpus)
     case = arch_case(rec, a.strategy, a.gpus, a.batch, a.seq, not a.fp32)
     row = run_cases([case], gpu_bytes(a.gpu), {})[0]
