@@ -119,6 +119,22 @@ def load_profile(profile: str) -> dict:
 keep_previous = labruns.keep_previous
 
 
+def check_profile(name: str, profile: dict, chosen: list[str]) -> str:
+    """Every value of the chosen labs' sections by its parameter's rule
+    (``labkit.checks.params``: the table the notebooks' own checks read),
+    before any process starts: the first bad one in a line, else ''."""
+    from labkit.checks import parse
+    for lab in chosen:
+        section = profile.get(lab) or {}
+        if not isinstance(section, dict):
+            return f"{name}.yaml: {lab}: not a mapping of parameters"
+        try:
+            parse({**section, "profile": name})
+        except ValueError as e:
+            return f"{name}.yaml, lab {lab}: {e}"
+    return ""
+
+
 def gpus_needed(params: dict) -> int:
     """Ranks (one GPU each) the lab's largest launch asks for."""
     return preflight.lab_ranks(params)
@@ -295,6 +311,10 @@ def main(argv=None) -> int:
     if missing and a.labs == LABS:
         raise SystemExit(f"{a.profile}.yaml names labs that do not exist: {missing}")
     chosen = a.only or list(labs)
+    bad = check_profile(a.profile, profile, chosen)
+    if bad:
+        print(f"run_labs: {bad}", file=sys.stderr)
+        return 2
     if a.rehearse:
         from labkit.rehearse.run import from_runner
         return from_runner(a.profile, a.node, a.only, a.cells)
