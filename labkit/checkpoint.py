@@ -19,7 +19,9 @@ and SHA-256 of every file (each rank's shard, DCP's ``.metadata``).
 :func:`newest_good_checkpoint` walks back from the newest step; a folder
 whose files do not match (truncated, zeroed, one bit flipped) is named in
 one line and renamed ``step-NNNNNN.corrupt``: kept aside, never deleted,
-and never loaded again.
+and never loaded again. So is one that matches its sums but cannot be
+loaded (``loadable``, the caller's probe: an unreadable DCP metadata file
+written that way), and the one before is used, with a line.
 """
 from __future__ import annotations
 
@@ -157,16 +159,21 @@ def set_aside(folder: Path) -> Path:
     return dest
 
 
-def newest_good_checkpoint(root: str | Path, say=None
+def newest_good_checkpoint(root: str | Path, say=None, loadable=None
                            ) -> tuple[tuple[int, Path] | None, list[str]]:
     """(step, folder) of the newest checkpoint that verifies, and the
     names of the damaged ones set aside on the way (one line each).
+    ``loadable(folder)``: why a checkpoint whose files match their sums
+    still cannot be loaded (None: it can).
 
     One process only (rank 0), before the others look: it renames.
     """
     root, bad = Path(root), []
     while (found := latest_checkpoint(root)) is not None:
         why = damage(found[1])
+        if why is None and loadable is not None:
+            why = loadable(found[1])
+            why = why and f"its files match their sums, but {why}"
         if why is None:
             return found, bad
         dest = set_aside(found[1])

@@ -180,7 +180,7 @@ def stage(labs_from: Path | None, out: Path, partial: bool = False) -> Path:
         labs_from, node_roots = unpack(labs_from, out)
         roots += node_roots
         for run in labruns.label_interrupted(labs_from):
-            print(f"an earlier run was interrupted: labelled {run.name}")
+            print(labruns.said(run))
     for nb in sorted((src / "labs").glob("[0-9]*_*.ipynb")):
         name = nb.stem.partition("_")[2]
         try:

@@ -347,7 +347,7 @@ def _locked(a, profile, chosen, labs, est) -> int:
             return 2
     labfaults.runner_log(a.out / a.profile / "runner.log")
     for run in labruns.label_interrupted(a.out / a.profile):
-        print(f"an earlier run was interrupted: kept as {run.name}")
+        print(labruns.said(run))
     handlers = {sig: signal.signal(sig, _interrupt)
                 for sig in (signal.SIGTERM, signal.SIGHUP)}
     rows = []
@@ -380,12 +380,13 @@ def _run_all(a, chosen, profile, labs, est, checks, visible, rows) -> None:
             detail = (f"needs >= {need} GPUs, {visible} visible: run it "
                       "with --profile cpu here, or on a bigger machine")
         else:
+            t0 = time.perf_counter()
             try:
                 status, seconds, detail = run_lab(
                     name, labs[name], a.profile, profile.get(name) or {},
                     a.out, round(est[name].minutes, 3), checks)
             except (OSError, ValueError, RuntimeError) as e:  # the next lab
-                status, seconds = "FAILED", 0.0
+                status, seconds = "FAILED", time.perf_counter() - t0
                 detail = (disk.describe(e) if isinstance(e, OSError) else
                           None) or " ".join(str(e).split())[:300]
         print(f"[{i}/{len(chosen)}] {name}: {status} in {seconds:.1f} s"

@@ -117,3 +117,28 @@ def test_a_dcp_failure_says_the_ranks_own_error():
     assert _first_line(e) == ("rank 1: RuntimeError: Cannot access data "
                               "pointer of Tensor")
     assert _first_line(ValueError("plain\nsecond")) == "ValueError: plain"
+
+
+def test_a_checkpoint_that_verifies_but_cannot_load_falls_back(root):
+    """Its files match their sums, but DCP cannot read it (its metadata
+    written unreadable): set aside with a line, the one before used."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+    from labkit.checkpoint import newest_good_checkpoint
+    from labkit.runs.checkpoint import loadable
+    state = {"model": {"w": torch.ones(4)}, "optim": {"m": torch.zeros(4)},
+             "trainer": {"step": torch.tensor(2)}}
+    for step in (2, 4):
+        with atomic_step_dir(root, step, META) as tmp:
+            dcp.save(state, checkpoint_id=str(tmp), no_dist=True)
+            if step == 4:    # unreadable, and its sums say so (verifies)
+                (tmp / ".metadata").write_bytes(b"not a pickle")
+    assert loadable(root / "step-000002") is None
+    said = []
+    found, bad = newest_good_checkpoint(root, say=said.append,
+                                        loadable=loadable)
+    assert found == (2, root / "step-000002") and bad == ["step-000004"]
+    assert len(said) == 1 and "\n" not in said[0]
+    assert "match their sums, but its DCP metadata cannot be read" \
+        in said[0], said
+    assert (root / "step-000004.corrupt" / ".metadata").exists()
