@@ -7,8 +7,9 @@
     latest = latest_checkpoint(root)                   # skips half-written ones
     found, bad = newest_good_checkpoint(root)          # checks every byte
 
-Rules (chapter 8): checkpoints live under ``_build/`` only, never in the
-source tree; a checkpoint is written to ``step-NNNNNN.tmp`` and renamed to
+Rules (chapter 8): checkpoints live under ``_build/`` (or outside the
+checkout, where ``run_labs.py --out`` puts a run), never in the source
+tree; a checkpoint is written to ``step-NNNNNN.tmp`` and renamed to
 ``step-NNNNNN`` only when every rank has finished, so a crash mid-write
 leaves a ``.tmp`` folder that :func:`latest_checkpoint` never returns; a
 full disk, an unwritable folder or a checkpoint of another model shape is
@@ -68,10 +69,16 @@ def lab_root(results_dir: str | Path | None = None) -> Path:
 
 
 def require_under_build(path: str | Path) -> Path:
+    """``path``, resolved, if it is out of the source tree: under
+    ``_build/`` or anywhere outside this checkout (``run_labs.py --out
+    /scratch/labs``); a folder among the sources is a CheckpointError."""
     path = Path(path).resolve()
-    if path != BUILD.resolve() and BUILD.resolve() not in path.parents:
-        raise CheckpointError(f"checkpoints go under {BUILD}, not {path}: "
-                              "keep them out of the source tree")
+    inside = path == ROOT.resolve() or ROOT.resolve() in path.parents
+    if inside and path != BUILD.resolve() \
+            and BUILD.resolve() not in path.parents:
+        raise CheckpointError(f"checkpoints go under {BUILD} or outside "
+                              f"this checkout, not {path}: keep them out "
+                              "of the source tree")
     return path
 
 

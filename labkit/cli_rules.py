@@ -190,6 +190,9 @@ def _file(mode: str, dest: str, inner):
                     f"{text!r}: no folder {parent}")
             if os.path.isdir(text):
                 raise argparse.ArgumentTypeError(f"{text!r} is a folder")
+            if os.path.exists(text) and not os.path.isfile(text):
+                raise argparse.ArgumentTypeError(   # /dev/full, a FIFO
+                    f"{text!r} is not a regular file: need a file name")
         else:
             try:
                 st = os.stat(text)
@@ -263,6 +266,8 @@ def one_line(e: BaseException) -> str:
     """What went wrong, in one line: the disk, memory, depth, or the
     error's own message."""
     from labkit import disk
+    if isinstance(e, disk.DiskError):    # already names its path
+        return str(e)
     if isinstance(e, OSError):
         text = disk.describe(e)
         if text:

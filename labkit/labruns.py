@@ -139,7 +139,8 @@ def label_interrupted(profile_dir: Path) -> list[Path]:
 
 def _recover(run: Path) -> Path:
     """A dead runner's run, put where what it holds says."""
-    from labkit import resultsfile
+    from labkit import labfaults, resultsfile
+    labfaults.remove_connection_files(run)   # a SIGKILLed kernel's
     verdict = status(run)
     if verdict == "ok":
         try:

@@ -204,6 +204,7 @@ def run_lab(name: str, nb: Path, profile: str, params: dict,
                                 out_dir / "kernel-stderr.log"))
         resultsfile.read(out_dir / "results.json")   # its schema
     except KeyboardInterrupt:   # Ctrl-C, SIGTERM, SIGHUP (see main)
+        labfaults.remove_connection_files(out_dir)
         _write_run_json(out_dir, nb.name, name, profile, "interrupted",
                         time.perf_counter() - t0, "stopped by a signal",
                         estimate, checks)
@@ -214,6 +215,7 @@ def run_lab(name: str, nb: Path, profile: str, params: dict,
     except Exception as e:  # papermill's PapermillExecutionError and friends
         status = "FAILED"
         detail = labfaults.disk_fault(e, out_dir) or labfaults.first_line(e)
+    labfaults.remove_connection_files(out_dir)   # ports and HMAC key
     seconds = time.perf_counter() - t0
     budget = BUDGET_S.get(profile)
     if status == "ok" and budget and seconds > budget:

@@ -22,10 +22,13 @@ def root():
     shutil.rmtree(r, ignore_errors=True)
 
 
-def test_only_under_build(tmp_path):
-    with pytest.raises(CheckpointError, match="under"):
-        require_under_build(tmp_path / "ckpt")
+def test_only_under_build_or_outside_the_checkout(tmp_path):
+    with pytest.raises(CheckpointError, match="out of the source tree"):
+        require_under_build(BUILD.parent / "labs" / "ckpt")
     assert require_under_build(BUILD / "x").parent == BUILD.resolve()
+    # run_labs.py --out /elsewhere: the run folder's checkpoints
+    assert require_under_build(tmp_path / "ckpt") == (
+        tmp_path / "ckpt").resolve()
 
 
 def test_unwritable_folder_and_full_disk(root):
