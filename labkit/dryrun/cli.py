@@ -75,6 +75,17 @@ def _dry_step_at(i: int):
         raise
 
 
+def _die_with_parent() -> None:
+    """A pool worker ends with the process that forked it, even when that
+    one is SIGKILLed (a stopped rehearsal leaves no worker)."""
+    import signal
+    from labkit.launch.guard import die_with_parent
+    die_with_parent(signal.SIGKILL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the parent ends
+    for sig in (signal.SIGTERM, signal.SIGHUP):   # them, without a word
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def run_all(cases: list, cache: dict, workers: int) -> None:
     """Fill ``cache`` with one step per distinct case, ``workers`` at once.
 
@@ -95,7 +106,9 @@ def run_all(cases: list, cache: dict, workers: int) -> None:
     _PENDING[:] = todo
     refused = []
     try:
-        with mp.get_context("fork").Pool(workers, maxtasksperchild=1) as pool:
+        with mp.get_context("fork").Pool(
+                workers, initializer=_die_with_parent,
+                maxtasksperchild=1) as pool:
             for i, measured in pool.imap_unordered(_dry_step_at,
                                                    range(len(todo))):
                 if measured is None:
