@@ -32,10 +32,14 @@ import resource
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from book_transaction import dead_kernels, recover, swap_in  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 ZH = ROOT / "locale" / "zh_CN"
@@ -155,9 +159,16 @@ def sphinx(src: Path, out: Path, jobs: int, strict: bool,
     t0 = time.perf_counter()
     guard = [sys.executable, "-m", "labkit.launch.guard", "--owner",
              str(os.getpid()), "--grace", "2", "--", *cmd]
-    proc = subprocess.Popen(guard, cwd=ROOT, start_new_session=True)
+    proc = subprocess.Popen(guard, cwd=ROOT, start_new_session=True,
+                            stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True,
+                            errors="replace")
+    reader = threading.Thread(target=_relay, args=(proc.stdout,),
+                              daemon=True)
+    reader.start()
     try:
         rc = proc.wait(timeout=TIMEOUT_S)
+        reader.join(timeout=10)
     except subprocess.TimeoutExpired:
         proc.terminate()
         proc.wait()
@@ -174,31 +185,11 @@ def sphinx(src: Path, out: Path, jobs: int, strict: bool,
     return rc, time.perf_counter() - t0, cpu
 
 
-def swap_in(new: Path, html: Path) -> None:
-    """Put the complete site ``new`` at ``html`` by renames only: the old
-    site is renamed ``html.old`` and removed last, so a build killed at
-    any moment leaves one whole book (:func:`recover` finishes a swap
-    killed between its two renames)."""
-    old = html.with_name(html.name + ".old")
-    shutil.rmtree(old, ignore_errors=True)
-    if html.exists():
-        os.rename(html, old)
-    os.rename(new, html)
-    shutil.rmtree(old, ignore_errors=True)
-
-
-def recover(html: Path) -> str | None:
-    """Put back the last complete book if a build died inside
-    :func:`swap_in`; a line saying so (None: nothing to do)."""
-    old = html.with_name(html.name + ".old")
-    if not old.exists():
-        return None
-    if html.exists():              # killed after the new site went in
-        shutil.rmtree(old, ignore_errors=True)
-        return None
-    os.rename(old, html)
-    return (f"book: {html} put back (a build was stopped while swapping "
-            "in its site)")
+def _relay(stream) -> None:
+    """The build's output to ours, a dead kernel's traceback as one line
+    (``book_transaction.dead_kernels``)."""
+    for line in dead_kernels(stream):
+        print(line, flush=True)
 
 
 def build(src: Path, out: Path, jobs: int, strict: bool,

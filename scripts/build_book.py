@@ -45,9 +45,10 @@ A build is a transaction: one build per checkout at a time (the lock
 ``_build/.html.book.lock``, ``labkit.runlock``; a second build refuses in
 one line, or waits with ``--wait``), and the new site is made beside the
 old one and swapped in by renames only when complete
-(``book_zh.swap_in``): a build that fails or is killed leaves the last
-good book whole. Each jupyter-book run is bounded (``book_zh.TIMEOUT_S``)
-and dies with the build, kernels included.
+(``scripts/book_transaction.py``): a build that fails or is killed leaves
+the last good book whole. Each jupyter-book run is bounded
+(``book_zh.TIMEOUT_S``) and dies with the build, kernels included; a
+chapter whose kernel died is one line naming it.
 """
 from __future__ import annotations
 

@@ -241,3 +241,22 @@ def test_a_hung_build_is_stopped_in_one_line(tmp_path, monkeypatch, capfd):
     pid = int(lines[-2])
     assert not os.path.exists(f"/proc/{pid}") or open(
         f"/proc/{pid}/stat").read().split(") ")[1][0] == "Z"
+
+
+def test_a_dead_kernel_is_one_line_naming_the_page():
+    import sys
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from book_transaction import dead_kernels
+    frames = ["Traceback (most recent call last):"] + [
+        f'  File "/x/nbclient/client.py", line {i}, in run' for i in
+        range(48)] + ["    raise DeadKernelError(\"Kernel died\")",
+                      "nbclient.exceptions.DeadKernelError: Kernel died"]
+    log = ["reading sources... [ 40%] book/03_sharding",
+           "/src/book/03_sharding.md: WARNING: Executing notebook failed:"
+           " DeadKernelError [mystnb.exec]", *frames, "done"]
+    out = list(dead_kernels(log))
+    assert out[:2] == log[:2] and out[-1] == "done" and len(out) == 4
+    assert out[2].startswith("book: the kernel of book/03_sharding died")
+    other = ["Traceback (most recent call last):", '  File "x", line 1',
+             "ZeroDivisionError: division by zero", "after"]
+    assert list(dead_kernels(other)) == other     # a cell's own error
