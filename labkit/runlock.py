@@ -46,12 +46,16 @@ def holder(folder: str | Path, kind: str = "runner") -> dict:
         return {}
 
 
+# a lock's kind -> what its holder is called, and what it does
+KINDS = {"runner": ("runner", "running the labs in"),
+         "book": ("book build", "building the book into")}
+
+
 def _describe(info: dict, folder: Path, kind: str) -> str:
+    noun, doing = KINDS.get(kind, (kind, "using"))
     if not info:
-        return f"another {kind} holds {lock_file(folder, kind)}"
-    doing = ("running the labs in" if kind == "runner"
-             else f"building {kind} into")
-    return (f"another {kind} (pid {info.get('pid')}, started "
+        return f"another {noun} holds {lock_file(folder, kind)}"
+    return (f"another {noun} (pid {info.get('pid')}, started "
             f"{info.get('started')}: {info.get('command')}) is {doing} "
             f"{folder}")
 

@@ -159,7 +159,7 @@ def test_a_second_build_refuses_in_one_line(tmp_path):
                            timeout=60)
     assert p.returncode == 1 and p.stdout == "", p.stdout
     line = p.stderr.strip()
-    assert "\n" not in line and "another book" in line, p.stderr
+    assert "\n" not in line and "another book build" in line, p.stderr
     assert not (out / "src").exists()       # it staged nothing
 
 

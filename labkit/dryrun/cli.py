@@ -77,10 +77,21 @@ def _dry_step_at(i: int):
 
 def _die_with_parent() -> None:
     """A pool worker ends with the process that forked it, even when that
-    one is SIGKILLed (a stopped rehearsal leaves no worker)."""
+    one is SIGKILLed (a stopped rehearsal leaves no worker): a thread
+    watches its parent. Not ``PR_SET_PDEATHSIG``: that fires when the
+    forking *thread* ends, and the pool's handler thread ends at the
+    pool's close while an idle worker holds the task queue's lock."""
+    import os
     import signal
-    from labkit.launch.guard import die_with_parent
-    die_with_parent(signal.SIGKILL)
+    import threading
+    import time
+    parent = os.getppid()
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(0.25)
+        os._exit(1)
+    threading.Thread(target=watch, daemon=True).start()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the parent ends
     for sig in (signal.SIGTERM, signal.SIGHUP):   # them, without a word
         signal.signal(sig, signal.SIG_DFL)
