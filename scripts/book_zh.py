@@ -159,7 +159,13 @@ def sphinx(src: Path, out: Path, jobs: int, strict: bool,
     t0 = time.perf_counter()
     guard = [sys.executable, "-m", "labkit.launch.guard", "--owner",
              str(os.getpid()), "--grace", "2", "--", *cmd]
+    # the kernels' connection files (ports, HMAC key) go to a private
+    # temporary folder in the build's own, removed by the next build,
+    # not the system's, where a killed build would leave them
+    tmp = Path(out) / ".tmp"
+    tmp.mkdir(mode=0o700, parents=True, exist_ok=True)
     proc = subprocess.Popen(guard, cwd=ROOT, start_new_session=True,
+                            env=dict(os.environ, TMPDIR=str(tmp)),
                             stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True,
                             errors="replace")

@@ -231,7 +231,8 @@ def test_a_swap_killed_between_its_renames_is_put_back(tmp_path):
 def test_a_hung_build_is_stopped_in_one_line(tmp_path, monkeypatch, capfd):
     import os
     monkeypatch.setattr(book_zh, "JUPYTER_BOOK_WITH_JOBS",
-                        "import os, time; print(os.getpid(), flush=True);"
+                        "import os, tempfile, time; print(tempfile."
+                        "gettempdir()); print(os.getpid(), flush=True);"
                         " time.sleep(60)  # {jobs}")
     monkeypatch.setattr(book_zh, "TIMEOUT_S", 3.0)
     rc, wall, _ = book_zh.sphinx(tmp_path, tmp_path, 1, False, [])
@@ -239,6 +240,7 @@ def test_a_hung_build_is_stopped_in_one_line(tmp_path, monkeypatch, capfd):
     assert rc == 124 and wall < 15
     assert "stopped after 3 s" in lines[-1]
     pid = int(lines[-2])
+    assert lines[-3] == str(tmp_path / ".tmp")   # connection files: here
     assert not os.path.exists(f"/proc/{pid}") or open(
         f"/proc/{pid}/stat").read().split(") ")[1][0] == "Z"
 
