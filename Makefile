@@ -120,7 +120,10 @@ labs: $(STAMP) bytecode
 	$(BIN)/python scripts/run_labs.py --profile $(PROFILE)
 
 # LABS_FROM: a results folder or a bundle (scripts/bundle_results.py) made
-# elsewhere, e.g. on a GPU node; then nothing is run here.
+# elsewhere, e.g. on a GPU node; then nothing is run here. Every book build
+# takes the checkout's book lock (_build/.html.book.lock): a second one (a
+# make book beside make test's strict build) refuses in one line; the new
+# site replaces _build/html only when complete (scripts/book_transaction.py).
 book: $(if $(LABS_FROM),$(STAMP),labs) web-tools
 	$(BIN)/python scripts/build_book.py --labs-from $(or $(LABS_FROM),_build/labs/$(PROFILE))
 

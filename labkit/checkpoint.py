@@ -7,8 +7,9 @@
     latest = latest_checkpoint(root)                   # skips half-written ones
     found, bad = newest_good_checkpoint(root)          # checks every byte
 
-Rules (chapter 8): checkpoints live under ``_build/`` only, never in the
-source tree; a checkpoint is written to ``step-NNNNNN.tmp`` and renamed to
+Rules (chapter 8): checkpoints live under ``_build/`` (or outside the
+checkout, where ``run_labs.py --out`` puts a run), never in the source
+tree; a checkpoint is written to ``step-NNNNNN.tmp`` and renamed to
 ``step-NNNNNN`` only when every rank has finished, so a crash mid-write
 leaves a ``.tmp`` folder that :func:`latest_checkpoint` never returns; a
 full disk, an unwritable folder or a checkpoint of another model shape is
@@ -19,7 +20,9 @@ and SHA-256 of every file (each rank's shard, DCP's ``.metadata``).
 :func:`newest_good_checkpoint` walks back from the newest step; a folder
 whose files do not match (truncated, zeroed, one bit flipped) is named in
 one line and renamed ``step-NNNNNN.corrupt``: kept aside, never deleted,
-and never loaded again.
+and never loaded again. So is one that matches its sums but cannot be
+loaded (``loadable``, the caller's probe: an unreadable DCP metadata file
+written that way), and the one before is used, with a line.
 """
 from __future__ import annotations
 
@@ -66,10 +69,16 @@ def lab_root(results_dir: str | Path | None = None) -> Path:
 
 
 def require_under_build(path: str | Path) -> Path:
+    """``path``, resolved, if it is out of the source tree: under
+    ``_build/`` or anywhere outside this checkout (``run_labs.py --out
+    /scratch/labs``); a folder among the sources is a CheckpointError."""
     path = Path(path).resolve()
-    if path != BUILD.resolve() and BUILD.resolve() not in path.parents:
-        raise CheckpointError(f"checkpoints go under {BUILD}, not {path}: "
-                              "keep them out of the source tree")
+    inside = path == ROOT.resolve() or ROOT.resolve() in path.parents
+    if inside and path != BUILD.resolve() \
+            and BUILD.resolve() not in path.parents:
+        raise CheckpointError(f"checkpoints go under {BUILD} or outside "
+                              f"this checkout, not {path}: keep them out "
+                              "of the source tree")
     return path
 
 
@@ -157,16 +166,21 @@ def set_aside(folder: Path) -> Path:
     return dest
 
 
-def newest_good_checkpoint(root: str | Path, say=None
+def newest_good_checkpoint(root: str | Path, say=None, loadable=None
                            ) -> tuple[tuple[int, Path] | None, list[str]]:
     """(step, folder) of the newest checkpoint that verifies, and the
     names of the damaged ones set aside on the way (one line each).
+    ``loadable(folder)``: why a checkpoint whose files match their sums
+    still cannot be loaded (None: it can).
 
     One process only (rank 0), before the others look: it renames.
     """
     root, bad = Path(root), []
     while (found := latest_checkpoint(root)) is not None:
         why = damage(found[1])
+        if why is None and loadable is not None:
+            why = loadable(found[1])
+            why = why and f"its files match their sums, but {why}"
         if why is None:
             return found, bad
         dest = set_aside(found[1])

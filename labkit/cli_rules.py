@@ -65,6 +65,12 @@ LIMITS = {
     ("*", "tokens_per_gpu"): (0, 1e15, True),
     ("*", "tflops_per_gpu"): (0, 1e9, True),
     ("*", "iteration_seconds"): (0, 1e9, True),
+    # keys of a Hugging Face config.json (:data:`HF_KEYS`), as their flags
+    ("*", "ffn"): (1, 2 ** 26, False), ("*", "head_dim"): (1, 2 ** 16, False),
+    ("*", "experts"): (1, 2 ** 16, False),
+    ("*", "max_seq"): (0, 2 ** 26, False),
+    ("*", "norm_eps"): (0, 1, True), ("*", "rope_theta"): (0, 1e12, True),
+    ("*", "routed_scaling"): (0, 1e6, True),
     ("profile", "max_memory"): (0.05, 1e6, False),
     # fake tensors are built layer by layer and rank by rank (~0.2 s a
     # layer on 2 cores): the largest published models have < 128 layers
@@ -77,12 +83,44 @@ DEFAULT_FLOAT = (0, 1e300, False)        # a float no table names
 # the pipeline's schedule is simulated event by event: p x m x v events
 COSTS = {
     "pipeline": ("--stages x --microbatches x --chunks", 200_000,
+                 lambda a: a.stages * a.microbatches * max(a.chunks or 1, 1),
+                 "events to simulate"),
+}
+# a dry run builds fake tensors layer by layer, sharded over --gpus:
+# 80 layers on 16 GPUs take 14 CPU-s; the work grows with both
+COSTS["dryrun"] = ("--layers x --gpus (at least 8)", 2_048,
+                   lambda a: (a.layers or 0) * max(a.gpus or 1, 8),
+                   "layer shards to build")
+# --plot draws each (stage, micro-batch, chunk) as two boxes: 64 x 64 took
+# 70 s on a busy 2-core machine, 1,024 a few seconds
+PLOT_COSTS = {
+    "pipeline": ("--stages x --microbatches x --chunks with --plot", 1_024,
                  lambda a: a.stages * a.microbatches * max(a.chunks or 1, 1)),
 }
 # argument -> "in" (a file to read; run_dir may be a folder) or "out"
 FILES = {"run_dir": "in", "hf_config": "in", "trace": "in", "config": "in",
          "plot": "out"}
 TIME_LIMIT_S = 600.0    # LABKIT_CLI_TIMEOUT_S overrides
+# a config.json key -> the flag whose bounds it has (checked by value())
+HF_KEYS = {
+    "num_hidden_layers": "layers", "n_layer": "layers",
+    "first_k_dense_replace": "first_stage_layers",
+    "hidden_size": "hidden", "n_embd": "hidden", "kv_lora_rank": "hidden",
+    "q_lora_rank": "hidden",
+    "num_attention_heads": "heads", "n_head": "heads",
+    "num_key_value_heads": "heads", "vocab_size": "vocab",
+    "intermediate_size": "ffn", "n_inner": "ffn",
+    "moe_intermediate_size": "ffn", "shared_expert_intermediate_size": "ffn",
+    "head_dim": "head_dim", "qk_nope_head_dim": "head_dim",
+    "qk_rope_head_dim": "head_dim", "v_head_dim": "head_dim",
+    "max_position_embeddings": "max_seq", "n_positions": "seq",
+    "num_local_experts": "experts", "num_experts": "experts",
+    "n_routed_experts": "experts", "n_shared_experts": "experts",
+    "n_group": "experts", "topk_group": "experts",
+    "num_experts_per_tok": "top",
+    "rms_norm_eps": "norm_eps", "layer_norm_epsilon": "norm_eps",
+    "rope_theta": "rope_theta", "routed_scaling_factor": "routed_scaling",
+}
 
 
 def _bounds(command: str, dest: str, kind):
@@ -117,6 +155,35 @@ def _number(kind, low, high, open_low):
     return parse
 
 
+def value(v, name: str, kind=int, where: str = "", command: str = "*"):
+    """A number read from a file, a notebook or a profile, checked as the
+    flag ``--name`` is: ``v``, or ValueError in one line naming
+    ``where`` (the key and its file). A bool is not a number here; an
+    int is a float; a float is an int only when whole (``4096.0``)."""
+    low, high, open_low = _bounds(command, name, kind)
+    rule = _rule(low, high, open_low, kind)
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool)
+    if ok and kind is int and isinstance(v, float):
+        ok = math.isfinite(v) and v == int(v)
+    if ok:
+        ok = math.isfinite(v) and low <= v <= high and not (
+            open_low and v == low)
+    if not ok:
+        raise ValueError(f"{where or name}: {v!r}: must be {rule}")
+    return kind(v)
+
+
+def boolean(v, where: str):
+    """A boolean read from a file: JSON ``true``/``false`` only, as
+    transformers 5's strict configs take them (``"false"``, 0, 1 and
+    null are refused there: ``expected bool, got str``), never the
+    truth of a string."""
+    if not isinstance(v, bool):
+        raise ValueError(f"{where}: {v!r}: must be true or false (a JSON "
+                         "boolean, not a string or a number)")
+    return v
+
+
 def _file(mode: str, dest: str, inner):
     def parse(text: str):
         if not text:
@@ -128,6 +195,9 @@ def _file(mode: str, dest: str, inner):
                     f"{text!r}: no folder {parent}")
             if os.path.isdir(text):
                 raise argparse.ArgumentTypeError(f"{text!r} is a folder")
+            if os.path.exists(text) and not os.path.isfile(text):
+                raise argparse.ArgumentTypeError(   # /dev/full, a FIFO
+                    f"{text!r} is not a regular file: need a file name")
         else:
             try:
                 st = os.stat(text)
@@ -161,12 +231,19 @@ def apply(command: str, parser: argparse.ArgumentParser) -> None:
 
 
 def check_costs(command: str, args) -> None:
+    """The work bound: the command's estimate of its work, refused in one
+    line beyond it before anything runs."""
     if command in COSTS:
-        what, high, cost = COSTS[command]
+        what, high, cost, unit = COSTS[command]
         n = cost(args)
         if n > high:
-            raise ValueError(f"{what} = {n:,} events to simulate; at most "
-                             f"{high:,}")
+            raise ValueError(f"{what} = {n:,} {unit}; at most {high:,}")
+    if command in PLOT_COSTS and getattr(args, "plot", None):
+        what, high, cost = PLOT_COSTS[command]
+        n = cost(args)
+        if n > high:
+            raise ValueError(f"{what} = {n:,} operations to draw; at most "
+                             f"{high:,} (the numbers need no --plot)")
 
 
 @contextlib.contextmanager
@@ -194,6 +271,8 @@ def one_line(e: BaseException) -> str:
     """What went wrong, in one line: the disk, memory, depth, or the
     error's own message."""
     from labkit import disk
+    if isinstance(e, disk.DiskError):    # already names its path
+        return str(e)
     if isinstance(e, OSError):
         text = disk.describe(e)
         if text:

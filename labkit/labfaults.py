@@ -22,14 +22,40 @@ from pathlib import Path
 from labkit import disk
 
 
+KERNEL_DIR = ".kernel"
+
+
+def remove_connection_files(run: Path) -> None:
+    """A run folder's kernel connection files, gone (every exit path)."""
+    import shutil
+    shutil.rmtree(Path(run) / KERNEL_DIR, ignore_errors=True)
+
+
 def quiet_kernel(log: Path):
     """A kernel manager whose kernel writes its own stderr to ``log`` (in
     the run folder): the ZMQ traceback a kernel prints when the runner is
     stopped mid-cell goes there, not over the runner's ``stopped:`` line.
-    Cell output is unaffected (it reaches the notebook over ZMQ)."""
+    Cell output is unaffected (it reaches the notebook over ZMQ).
+
+    Its connection file (the kernel's ports and HMAC key) is written in
+    the run folder's private ``.kernel/`` (mode 0700), not the system's
+    temporary folder: jupyter_client removes it when the kernel stops,
+    and a runner killed by SIGKILL leaves it where the next start
+    removes it (:func:`remove_connection_files`)."""
+    import itertools
+    import os
+
     from jupyter_client import AsyncKernelManager
+    private = Path(log).parent / KERNEL_DIR
+    numbers = itertools.count()
 
     class QuietKernel(AsyncKernelManager):
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            private.mkdir(mode=0o700, exist_ok=True)
+            self.connection_file = str(
+                private / f"kernel-{os.getpid()}-{next(numbers)}.json")
+
         async def _async_launch_kernel(self, kernel_cmd, **kw):
             with open(log, "ab") as f:
                 kw["stderr"] = f

@@ -13,7 +13,11 @@ A run that failed is kept as ``<lab>.<stamp>.failed``; one stopped by a
 signal as ``<lab>.<stamp>.interrupted``; one whose runner was SIGKILLed
 keeps its ``.running`` name until :func:`label_interrupted` (called by the
 runner, the bundler and the book build) finds its runner gone and renames
-it ``.interrupted``. None of them ever shadows the last complete run:
+it by what its ``run.json`` says: ``.interrupted`` (no verdict), ``.failed``
+(the lab failed, then its runner died), or -- a runner killed inside
+:func:`finish`, after ``run.json`` said ok and its files' checksums were
+stored -- the complete run restored as current, and said
+(:func:`said`). None of them ever shadows the last complete run:
 :func:`last_complete` returns ``<lab>/`` if it completed, else the newest
 complete ``<lab>.<stamp>`` (after a crash between the two renames), and
 says when a newer run was left out.
@@ -123,13 +127,50 @@ def keep_previous(folder: Path) -> Path | None:
 
 
 def label_interrupted(profile_dir: Path) -> list[Path]:
-    """Rename ``*.running`` runs whose runner is gone to ``*.interrupted``."""
+    """Rename ``*.running`` runs whose runner is gone by what they hold
+    (module docstring); their new paths, for :func:`said`."""
     labelled = []
     for run in sorted(Path(profile_dir).glob(f"*{RUNNING}")):
         if run.is_dir() and not _runner_alive(run):
             with contextlib.suppress(FileNotFoundError):  # a finisher's
-                labelled.append(finish(run, INTERRUPTED[1:])[0])
+                labelled.append(_recover(run))
     return labelled
+
+
+def _recover(run: Path) -> Path:
+    """A dead runner's run, put where what it holds says."""
+    from labkit import labfaults, resultsfile
+    labfaults.remove_connection_files(run)   # a SIGKILLed kernel's
+    verdict = status(run)
+    if verdict == "ok":
+        try:
+            resultsfile.verify(run)
+        except resultsfile.ResultsError:
+            verdict = None
+    if verdict != "ok":
+        return finish(run, "failed" if verdict == "FAILED"
+                      else INTERRUPTED[1:])[0]
+    current = run.with_name(lab_of(run))
+    if status(current) == "ok" and _finished(current) > _finished(run):
+        with _renaming(run.parent):    # a newer complete run is current
+            dest = _unused(run.with_name(run.name[:-len(RUNNING)]))
+            os.rename(run, dest)
+            (dest / "running.json").unlink(missing_ok=True)
+            return dest
+    return finish(run, "ok")[0]
+
+
+def said(run: Path) -> str:
+    """The line that says what :func:`label_interrupted` did to ``run``."""
+    if run.name == lab_of(run):
+        return (f"{run.name}: a complete run whose runner died while "
+                f"finishing it: restored as {run.name}/ (current)")
+    if run.name.endswith(FAILED):
+        return f"an earlier run failed (its runner died): kept as {run.name}"
+    if run.name.count(".") == 1:
+        return (f"a complete run whose runner died while finishing it: "
+                f"kept as {run.name} (a newer one is current)")
+    return f"an earlier run was interrupted: kept as {run.name}"
 
 
 def last_complete(profile_dir: Path, lab: str) -> tuple[Path | None, str]:

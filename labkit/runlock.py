@@ -12,6 +12,10 @@ stale lock never blocks) on a file that names the holder -- its pid, its
 command line and when it started -- for the refusal's one line. A second
 runner refuses (:class:`RunnerBusy`), or with ``wait=True`` waits for the
 first to finish.
+
+The book build takes the same kind of lock, ``kind="book"``
+(``<out>/.html.book.lock`` for ``hold(out / "html", kind="book")``):
+two builds in one checkout share ``_build/src`` and the jupyter-cache.
 """
 from __future__ import annotations
 
@@ -24,39 +28,47 @@ import sys
 import time
 from pathlib import Path
 
-def lock_file(folder: str | Path) -> Path:
+def lock_file(folder: str | Path, kind: str = "runner") -> Path:
     """``<out>/.<profile>.runner.lock`` for ``folder`` = ``<out>/<profile>``."""
     folder = Path(folder)
-    return folder.parent / f".{folder.name}.runner.lock"
+    return folder.parent / f".{folder.name}.{kind}.lock"
 
 
 class RunnerBusy(RuntimeError):
     """Another runner holds this checkout's profile."""
 
 
-def holder(folder: str | Path) -> dict:
+def holder(folder: str | Path, kind: str = "runner") -> dict:
     """What the lock file says of its holder (``{}`` if nothing)."""
     try:
-        return json.loads(lock_file(folder).read_text() or "{}")
+        return json.loads(lock_file(folder, kind).read_text() or "{}")
     except (OSError, ValueError):
         return {}
 
 
-def _describe(info: dict, folder: Path) -> str:
+# a lock's kind -> what its holder is called, and what it does
+KINDS = {"runner": ("runner", "running the labs in"),
+         "book": ("book build", "building the book into")}
+
+
+def _describe(info: dict, folder: Path, kind: str) -> str:
+    noun, doing = KINDS.get(kind, (kind, "using"))
     if not info:
-        return f"another runner holds {lock_file(folder)}"
-    return (f"another runner (pid {info.get('pid')}, started "
-            f"{info.get('started')}: {info.get('command')}) is running "
-            f"the labs in {folder}")
+        return f"another {noun} holds {lock_file(folder, kind)}"
+    return (f"another {noun} (pid {info.get('pid')}, started "
+            f"{info.get('started')}: {info.get('command')}) is {doing} "
+            f"{folder}")
 
 
 @contextlib.contextmanager
 def hold(folder: str | Path, wait: bool = False, poll_s: float = 0.5,
-         say=None):
-    """Hold the runner's lock on ``folder`` for the ``with`` block."""
+         say=None, kind: str = "runner"):
+    """Hold the runner's lock on ``folder`` for the ``with`` block (the
+    book build's with ``kind="book"``: ``folder`` is not made then)."""
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock_file(folder), os.O_RDWR | os.O_CREAT, 0o644)
+    (folder if kind == "runner" else folder.parent).mkdir(
+        parents=True, exist_ok=True)
+    fd = os.open(lock_file(folder, kind), os.O_RDWR | os.O_CREAT, 0o644)
     try:
         told = False
         while True:
@@ -64,7 +76,7 @@ def hold(folder: str | Path, wait: bool = False, poll_s: float = 0.5,
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
-                text = _describe(holder(folder), folder)
+                text = _describe(holder(folder, kind), folder, kind)
                 if not wait:
                     raise RunnerBusy(f"{text}; wait for it with --wait, "
                                      "or stop it") from None

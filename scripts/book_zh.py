@@ -32,13 +32,20 @@ import resource
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from book_transaction import dead_kernels, recover, swap_in  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 ZH = ROOT / "locale" / "zh_CN"
+# A whole jupyter-book run at most (each chapter also has execute.timeout
+# in _config.yml): a strict build takes about 100 CPU-s on 2 cores.
+TIMEOUT_S = float(os.environ.get("LABKIT_BOOK_TIMEOUT_S", 1800))
 
 # Three extensions the book uses do not declare themselves parallel-safe, and
 # Sphinx then reads serially with a warning (-W: an error). All three are:
@@ -136,7 +143,11 @@ def not_cached(cache: Path) -> list[str]:
 
 def sphinx(src: Path, out: Path, jobs: int, strict: bool,
            extra: list[str]) -> tuple[int, float, float]:
-    """One jupyter-book build: (return code, wall s, CPU s of children)."""
+    """One jupyter-book build: (return code, wall s, CPU s of children).
+
+    It runs under ``labkit.launch.guard``: killed with this process (even
+    by SIGKILL, kernels included), and stopped in one line after
+    ``TIMEOUT_S`` (a kernel that hangs rather than dies)."""
     cmd = [sys.executable, "-c", JUPYTER_BOOK_WITH_JOBS.format(jobs=jobs),
            "build", str(src), "--builder", "html", "--path-output", str(out),
            "--all", *extra]
@@ -146,29 +157,74 @@ def sphinx(src: Path, out: Path, jobs: int, strict: bool,
           flush=True)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    rc = subprocess.call(cmd, cwd=ROOT)
+    guard = [sys.executable, "-m", "labkit.launch.guard", "--owner",
+             str(os.getpid()), "--grace", "2", "--", *cmd]
+    # the kernels' connection files (ports, HMAC key) go to a private
+    # temporary folder in the build's own, removed by the next build,
+    # not the system's, where a killed build would leave them
+    tmp = Path(out) / ".tmp"
+    tmp.mkdir(mode=0o700, parents=True, exist_ok=True)
+    proc = subprocess.Popen(guard, cwd=ROOT, start_new_session=True,
+                            env=dict(os.environ, TMPDIR=str(tmp)),
+                            stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True,
+                            errors="replace")
+    reader = threading.Thread(target=_relay, args=(proc.stdout,),
+                              daemon=True)
+    reader.start()
+    try:
+        rc = proc.wait(timeout=TIMEOUT_S)
+        reader.join(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        proc.wait()
+        print(f"book: jupyter-book stopped after {TIMEOUT_S:.0f} s "
+              f"(LABKIT_BOOK_TIMEOUT_S): a chapter's kernel hung", flush=True)
+        rc = 124
+    except BaseException:     # Ctrl-C, SIGTERM: nothing outlives the build
+        proc.terminate()
+        proc.wait()
+        raise
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime
                                                 + before.ru_stime)
     return rc, time.perf_counter() - t0, cpu
 
 
+def _relay(stream) -> None:
+    """The build's output to ours, a dead kernel's traceback as one line
+    (``book_transaction.dead_kernels``)."""
+    for line in dead_kernels(stream):
+        print(line, flush=True)
+
+
 def build(src: Path, out: Path, jobs: int, strict: bool,
           zh: bool = True) -> int:
     """Build the staged ``src`` into ``out/html`` (English) and, with
     ``zh``, ``out/html/zh`` (Chinese); print each build's wall and CPU
-    seconds. The exit code of the first build that failed, else 0."""
-    for d in ("html", ".doctrees", "jupyter_execute", "zh"):
-        shutil.rmtree(out / d, ignore_errors=True)
+    seconds. The exit code of the first build that failed, else 0.
+
+    The new site is made in ``out/next/_build`` (with its doctrees,
+    executed chapters and jupyter-cache) and swapped in whole
+    (:func:`swap_in`) only when both editions are complete: a failed or
+    killed build leaves the last good book at ``out/html``."""
+    said = recover(out / "html")
+    if said:
+        print(said, flush=True)
+    nxt = out / "next"
+    for d in (nxt, out / ".doctrees", out / "jupyter_execute", out / "zh",
+              out / ".jupyter_cache"):   # the last three: older layouts
+        shutil.rmtree(d, ignore_errors=True)
+    site = nxt / "_build"
     if not zh:
-        rc, wall, cpu = sphinx(src, out.parent, jobs, strict, [])
+        rc, wall, cpu = sphinx(src, nxt, jobs, strict, [])
         print(f"book (en): {wall:.0f} s wall, {cpu:.0f} s CPU", flush=True)
         if rc == 0:
+            swap_in(site / "html", out / "html")
             print(f"book: {out / 'html' / 'index.html'}")
         return rc
     shutil.copytree(ROOT / "locale", src / "locale")   # .mo are made here
-    cache = out / ".jupyter_cache"
-    shutil.rmtree(cache, ignore_errors=True)     # numbers of today's code
+    cache = site / ".jupyter_cache"            # numbers of today's code
     new_cache(cache)
     zh_cfg = configs(src, cache, zh_only_pages(src))
     # One reader when it executes into the cache: two parallel readers
@@ -178,7 +234,7 @@ def build(src: Path, out: Path, jobs: int, strict: bool,
     # Measured (quiet, 2 cores): 98 s serial against 62 s with 2 jobs.
     mode = yaml.safe_load((src / "_config.yml").read_text())["execute"][
         "execute_notebooks"]
-    rc, wall, cpu = sphinx(src, out.parent, 1 if mode == "cache" else jobs,
+    rc, wall, cpu = sphinx(src, nxt, 1 if mode == "cache" else jobs,
                            strict, [])
     print(f"book (en): {wall:.0f} s wall, {cpu:.0f} s CPU", flush=True)
     if rc:
@@ -188,7 +244,7 @@ def build(src: Path, out: Path, jobs: int, strict: bool,
         print("book (zh): not built: the English build did not execute "
               + ", ".join(failed) + " (see its warnings)", flush=True)
         return 1
-    zh_out = out / "zh"
+    zh_out = nxt / "zh"
     # Serial: nothing to execute, and Sphinx's parallel read and write
     # pickle every doctree (outputs included) between processes: measured
     # (2026-12-02, quiet, 2 cores) 32.5 s wall / 32.5 CPU-s serial against
@@ -199,7 +255,8 @@ def build(src: Path, out: Path, jobs: int, strict: bool,
     print(f"book (zh): {wall:.0f} s wall, {cpu:.0f} s CPU", flush=True)
     if rc:
         return rc
-    shutil.move(str(zh_out / "_build" / "html"), str(out / "html" / "zh"))
+    os.rename(zh_out / "_build" / "html", site / "html" / "zh")
+    swap_in(site / "html", out / "html")
     print(f"book: {out / 'html' / 'index.html'}, "
           f"{out / 'html' / 'zh' / 'index.html'}")
     return 0
@@ -222,10 +279,15 @@ def main(argv=None) -> int:
     out = a.out.resolve()
     if out.name != "_build":
         ap.error("--out must be a folder named _build")
-    src = build_book.stage(a.labs_from.resolve() if a.labs_from else None,
-                           out, a.partial)
-    cut_toc(src / "_toc.yml", a.pages)  # no handouts: the labs' download
-    return build(src, out, a.jobs, a.strict)      # link then warns
+    try:
+        with build_book.locked(out):
+            src = build_book.stage(
+                a.labs_from.resolve() if a.labs_from else None, out,
+                a.partial)
+            cut_toc(src / "_toc.yml", a.pages)  # no handouts: the labs'
+            return build(src, out, a.jobs, a.strict)  # link then warns
+    except build_book.runlock.RunnerBusy as e:
+        raise SystemExit(f"book_zh: {e}") from None
 
 
 if __name__ == "__main__":

@@ -40,6 +40,15 @@ file is named in one line and stops the build; with
 ``--partial`` that lab is shown as committed instead, and the line says
 so. A full or read-only build folder is one line too ("disk full at
 PATH").
+
+A build is a transaction: one build per checkout at a time (the lock
+``_build/.html.book.lock``, ``labkit.runlock``; a second build refuses in
+one line, or waits with ``--wait``), and the new site is made beside the
+old one and swapped in by renames only when complete
+(``scripts/book_transaction.py``): a build that fails or is killed leaves
+the last good book whole. Each jupyter-book run is bounded
+(``book_zh.TIMEOUT_S``) and dies with the build, kernels included; a
+chapter whose kernel died is one line naming it.
 """
 from __future__ import annotations
 
@@ -59,7 +68,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from labkit import lazy_grammar  # noqa: E402,F401  (before nbformat)
-from labkit import disk, labruns, resultsfile  # noqa: E402
+from labkit import disk, labruns, resultsfile, runlock  # noqa: E402
 from labkit.launch import checkout_pythonpath  # noqa: E402
 from labkit.provenance import of_notebook, record  # noqa: E402
 
@@ -172,7 +181,7 @@ def stage(labs_from: Path | None, out: Path, partial: bool = False) -> Path:
         labs_from, node_roots = unpack(labs_from, out)
         roots += node_roots
         for run in labruns.label_interrupted(labs_from):
-            print(f"an earlier run was interrupted: labelled {run.name}")
+            print(labruns.said(run))
     for nb in sorted((src / "labs").glob("[0-9]*_*.ipynb")):
         name = nb.stem.partition("_")[2]
         try:
@@ -225,6 +234,12 @@ def student_edition(src: Path) -> None:
     config.write_text(yaml.safe_dump(cfg, sort_keys=False))
 
 
+def locked(out: Path, wait: bool = False):
+    """The book build's lock on ``out`` (``runlock.RunnerBusy``: held)."""
+    return runlock.hold(out / "html", wait=wait, kind="book", say=lambda
+                        line: print(f"build_book: {line}", flush=True))
+
+
 def main(argv=None) -> int:
     os.environ["PYTHONPATH"] = checkout_pythonpath()  # kernels: this labkit
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -247,11 +262,23 @@ def main(argv=None) -> int:
                     help="the English edition alone (no _build/html/zh)")
     ap.add_argument("--out", type=Path, default=ROOT / "_build",
                     help="build folder (default _build): html/ goes there")
+    ap.add_argument("--wait", action="store_true",
+                    help="another build holds this folder: wait for it "
+                    "(default: refuse)")
     a = ap.parse_args(argv)
     out = (ROOT / "_build" / "student" / "_build" if a.student
            and a.out == ROOT / "_build" else a.out).resolve()
     if out.name != "_build":  # jupyter-book writes to <path-output>/_build
         ap.error("--out must be a folder named _build, e.g. /tmp/me/_build")
+    try:
+        with locked(out, a.wait):
+            return _build(a, out)
+    except runlock.RunnerBusy as e:
+        raise SystemExit(f"build_book: {e}") from None
+
+
+def _build(a, out: Path) -> int:
+    """The build itself, under the lock."""
     try:
         with disk.said(out):
             src = stage(a.labs_from.resolve() if a.labs_from else None,

@@ -45,7 +45,7 @@ KEEP = ("results.json", "run.json", "parameters.json")
 def lab_folders(folder: Path, say=print) -> dict[str, tuple[Path, str]]:
     """The last complete run of each lab and a line saying which (said)."""
     for run in labruns.label_interrupted(folder):
-        say(f"an earlier run was interrupted: labelled {run.name}")
+        say(labruns.said(run))
     names = sorted({labruns.lab_of(d) for d in folder.iterdir()
                     if d.is_dir()})
     chosen = {}

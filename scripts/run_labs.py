@@ -123,6 +123,22 @@ def load_profile(profile: str) -> dict:
 keep_previous = labruns.keep_previous
 
 
+def check_profile(name: str, profile: dict, chosen: list[str]) -> str:
+    """Every value of the chosen labs' sections by its parameter's rule
+    (``labkit.checks.params``: the table the notebooks' own checks read),
+    before any process starts: the first bad one in a line, else ''."""
+    from labkit.checks import parse
+    for lab in chosen:
+        section = profile.get(lab) or {}
+        if not isinstance(section, dict):
+            return f"{name}.yaml: {lab}: not a mapping of parameters"
+        try:
+            parse({**section, "profile": name})
+        except ValueError as e:
+            return f"{name}.yaml, lab {lab}: {e}"
+    return ""
+
+
 def gpus_needed(params: dict) -> int:
     """Ranks (one GPU each) the lab's largest launch asks for."""
     return preflight.lab_ranks(params)
@@ -192,6 +208,7 @@ def run_lab(name: str, nb: Path, profile: str, params: dict,
                                 out_dir / "kernel-stderr.log"))
         resultsfile.read(out_dir / "results.json")   # its schema
     except KeyboardInterrupt:   # Ctrl-C, SIGTERM, SIGHUP (see main)
+        labfaults.remove_connection_files(out_dir)
         _write_run_json(out_dir, nb.name, name, profile, "interrupted",
                         time.perf_counter() - t0, "stopped by a signal",
                         estimate, checks)
@@ -202,6 +219,7 @@ def run_lab(name: str, nb: Path, profile: str, params: dict,
     except Exception as e:  # papermill's PapermillExecutionError and friends
         status = "FAILED"
         detail = labfaults.disk_fault(e, out_dir) or labfaults.first_line(e)
+    labfaults.remove_connection_files(out_dir)   # ports and HMAC key
     seconds = time.perf_counter() - t0
     budget = BUDGET_S.get(profile)
     if status == "ok" and budget and seconds > budget:
@@ -299,6 +317,10 @@ def main(argv=None) -> int:
     if missing and a.labs == LABS:
         raise SystemExit(f"{a.profile}.yaml names labs that do not exist: {missing}")
     chosen = a.only or list(labs)
+    bad = check_profile(a.profile, profile, chosen)
+    if bad:
+        print(f"run_labs: {bad}", file=sys.stderr)
+        return 2
     if a.rehearse:
         from labkit.rehearse.run import from_runner
         return from_runner(a.profile, a.node, a.only, a.cells)
@@ -331,7 +353,7 @@ def _locked(a, profile, chosen, labs, est) -> int:
             return 2
     labfaults.runner_log(a.out / a.profile / "runner.log")
     for run in labruns.label_interrupted(a.out / a.profile):
-        print(f"an earlier run was interrupted: kept as {run.name}")
+        print(labruns.said(run))
     handlers = {sig: signal.signal(sig, _interrupt)
                 for sig in (signal.SIGTERM, signal.SIGHUP)}
     rows = []
@@ -381,12 +403,13 @@ def _run_all(a, chosen, profile, labs, est, checks, visible, rows) -> None:
             status, seconds = "skipped", 0.0
             detail = f"preflight: {judged['skip'][name]}"
         else:
+            t0 = time.perf_counter()
             try:
                 status, seconds, detail = run_lab(
                     name, labs[name], a.profile, params,
                     a.out, round(est[name].minutes, 3), checks)
             except (OSError, ValueError, RuntimeError) as e:  # the next lab
-                status, seconds = "FAILED", 0.0
+                status, seconds = "FAILED", time.perf_counter() - t0
                 detail = (disk.describe(e) if isinstance(e, OSError) else
                           None) or " ".join(str(e).split())[:300]
         print(f"[{i}/{len(chosen)}] {name}: {status} in {seconds:.1f} s"

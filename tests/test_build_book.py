@@ -132,3 +132,133 @@ def test_only_a_complete_run_is_staged(tmp_path):
     assert "fake.20260103-000000.interrupted" in note
     assert build_book.executed_copy(labs, "other", "99_other.ipynb")[0] \
         is None
+
+
+# The build as a transaction: one build per checkout, the new site swapped
+# in whole. The builder here is a stub (a real book build takes minutes);
+# the lock, the guard, the renames and the SIGKILL are real.
+book_zh = build_book.book_zh
+ENV = dict(__import__("os").environ, PYTHONPATH=str(ROOT))
+
+
+def _tree(folder: Path) -> dict:
+    import hashlib
+    return {str(f.relative_to(folder)): hashlib.sha256(
+        f.read_bytes()).hexdigest() for f in folder.rglob("*")
+        if f.is_file()}
+
+
+def test_a_second_build_refuses_in_one_line(tmp_path):
+    import subprocess
+    import sys
+    out = tmp_path / "_build"
+    with build_book.locked(out):
+        p = subprocess.run([sys.executable, "scripts/build_book.py",
+                            "--out", str(out), "--no-execute"], cwd=ROOT,
+                           env=ENV, capture_output=True, text=True,
+                           timeout=60)
+    assert p.returncode == 1 and p.stdout == "", p.stdout
+    line = p.stderr.strip()
+    assert "\n" not in line and "another book build" in line, p.stderr
+    assert not (out / "src").exists()       # it staged nothing
+
+
+STUB = """
+import os, sys, time
+sys.path.insert(0, {scripts!r})
+import book_zh
+from pathlib import Path
+def stub(src, nxt, jobs, strict, extra):
+    site = Path(nxt) / "_build" / "html"
+    site.mkdir(parents=True)
+    print("building", flush=True)
+    for i in range(50):
+        (site / f"page{{i}}.html").write_text("new " * 1000)
+        time.sleep({pause})
+    return 0, 0.0, 0.0
+book_zh.sphinx = stub
+out = Path({out!r})
+sys.exit(book_zh.build(out / "src", out, 1, False, zh=False))
+"""
+
+
+def test_a_killed_build_leaves_the_last_book_whole(tmp_path):
+    """SIGKILLed at five moments, from mid-build to after its swap: the
+    book at _build/html is the old one whole, or the new one whole."""
+    import random
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    import time
+    out = tmp_path / "_build"
+    old = out / "html"
+    (old / "sub").mkdir(parents=True)
+    for i in range(20):
+        (old / "sub" / f"old{i}.html").write_text(f"old {i}" * 100)
+    before = _tree(old)
+    kept = tmp_path / "kept"
+    shutil.copytree(old, kept)
+    new = {f"page{i}.html" for i in range(50)}
+    rng = random.Random(48)
+    for pause in (0.004, 0.004, 0.002, 0.0005, 0.0):
+        p = subprocess.Popen([sys.executable, "-c", STUB.format(
+            scripts=str(ROOT / "scripts"), out=str(out), pause=pause)],
+            cwd=ROOT, env=ENV, stdout=subprocess.PIPE, text=True)
+        assert p.stdout.readline().strip() == "building"
+        time.sleep(rng.uniform(0.0, 0.25))
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        book_zh.recover(old)                  # what the next build does
+        now = _tree(old)
+        assert now == before or set(now) == new, (pause, sorted(now))
+        if now != before:                     # it finished: the old again
+            shutil.rmtree(old)
+            shutil.copytree(kept, old)
+
+
+def test_a_swap_killed_between_its_renames_is_put_back(tmp_path):
+    html = tmp_path / "html"
+    html.mkdir()
+    (html / "index.html").write_text("old")
+    html.rename(tmp_path / "html.old")      # the first rename, then killed
+    said = book_zh.recover(html)
+    assert (html / "index.html").read_text() == "old"
+    assert "put back" in said and "\n" not in said
+    assert book_zh.recover(html) is None
+
+
+def test_a_hung_build_is_stopped_in_one_line(tmp_path, monkeypatch, capfd):
+    import os
+    monkeypatch.setattr(book_zh, "JUPYTER_BOOK_WITH_JOBS",
+                        "import os, tempfile, time; print(tempfile."
+                        "gettempdir()); print(os.getpid(), flush=True);"
+                        " time.sleep(60)  # {jobs}")
+    monkeypatch.setattr(book_zh, "TIMEOUT_S", 3.0)
+    rc, wall, _ = book_zh.sphinx(tmp_path, tmp_path, 1, False, [])
+    lines = capfd.readouterr().out.splitlines()
+    assert rc == 124 and wall < 15
+    assert "stopped after 3 s" in lines[-1]
+    pid = int(lines[-2])
+    assert lines[-3] == str(tmp_path / ".tmp")   # connection files: here
+    assert not os.path.exists(f"/proc/{pid}") or open(
+        f"/proc/{pid}/stat").read().split(") ")[1][0] == "Z"
+
+
+def test_a_dead_kernel_is_one_line_naming_the_page():
+    import sys
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from book_transaction import dead_kernels
+    frames = ["Traceback (most recent call last):"] + [
+        f'  File "/x/nbclient/client.py", line {i}, in run' for i in
+        range(48)] + ["    raise DeadKernelError(\"Kernel died\")",
+                      "nbclient.exceptions.DeadKernelError: Kernel died"]
+    log = ["reading sources... [ 40%] book/03_sharding",
+           "/src/book/03_sharding.md: WARNING: Executing notebook failed:"
+           " DeadKernelError [mystnb.exec]", *frames, "done"]
+    out = list(dead_kernels(log))
+    assert out[:2] == log[:2] and out[-1] == "done" and len(out) == 4
+    assert out[2].startswith("book: the kernel of book/03_sharding died")
+    other = ["Traceback (most recent call last):", '  File "x", line 1',
+             "ZeroDivisionError: division by zero", "after"]
+    assert list(dead_kernels(other)) == other     # a cell's own error

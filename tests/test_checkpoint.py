@@ -22,10 +22,13 @@ def root():
     shutil.rmtree(r, ignore_errors=True)
 
 
-def test_only_under_build(tmp_path):
-    with pytest.raises(CheckpointError, match="under"):
-        require_under_build(tmp_path / "ckpt")
+def test_only_under_build_or_outside_the_checkout(tmp_path):
+    with pytest.raises(CheckpointError, match="out of the source tree"):
+        require_under_build(BUILD.parent / "labs" / "ckpt")
     assert require_under_build(BUILD / "x").parent == BUILD.resolve()
+    # run_labs.py --out /elsewhere: the run folder's checkpoints
+    assert require_under_build(tmp_path / "ckpt") == (
+        tmp_path / "ckpt").resolve()
 
 
 def test_unwritable_folder_and_full_disk(root):
@@ -117,3 +120,28 @@ def test_a_dcp_failure_says_the_ranks_own_error():
     assert _first_line(e) == ("rank 1: RuntimeError: Cannot access data "
                               "pointer of Tensor")
     assert _first_line(ValueError("plain\nsecond")) == "ValueError: plain"
+
+
+def test_a_checkpoint_that_verifies_but_cannot_load_falls_back(root):
+    """Its files match their sums, but DCP cannot read it (its metadata
+    written unreadable): set aside with a line, the one before used."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+    from labkit.checkpoint import newest_good_checkpoint
+    from labkit.runs.checkpoint import loadable
+    state = {"model": {"w": torch.ones(4)}, "optim": {"m": torch.zeros(4)},
+             "trainer": {"step": torch.tensor(2)}}
+    for step in (2, 4):
+        with atomic_step_dir(root, step, META) as tmp:
+            dcp.save(state, checkpoint_id=str(tmp), no_dist=True)
+            if step == 4:    # unreadable, and its sums say so (verifies)
+                (tmp / ".metadata").write_bytes(b"not a pickle")
+    assert loadable(root / "step-000002") is None
+    said = []
+    found, bad = newest_good_checkpoint(root, say=said.append,
+                                        loadable=loadable)
+    assert found == (2, root / "step-000002") and bad == ["step-000004"]
+    assert len(said) == 1 and "\n" not in said[0]
+    assert "match their sums, but its DCP metadata cannot be read" \
+        in said[0], said
+    assert (root / "step-000004.corrupt" / ".metadata").exists()

@@ -169,6 +169,39 @@ def test_work_that_would_explode_is_refused_fast(capsys):
         assert_one_line(rc, err, seconds)
 
 
+def test_sizes_inside_the_limits_are_bounded_by_their_work(tmp_path,
+                                                          capsys):
+    """Each value inside its flag's limits, their product beyond the
+    command's work bound: refused in one line before the work starts."""
+    big = tmp_path / "big.json"
+    cfg = json.loads((ROOT / "tests" / "data" / "hf_configs" /
+                      "llama3-8b.json").read_text())
+    big.write_text(json.dumps(dict(cfg, num_hidden_layers=10 ** 5)))
+    for argv, said in (
+            (["plan", "--batch", str(2 ** 24), "--gpus", str(2 ** 20),
+              "--hf-config", str(big)], "pipeline stages"),
+            (["plan", "--batch", str(2 ** 24), "--gpus", str(2 ** 20),
+              "--layers", str(10 ** 5), "--hidden", "16384", "--heads",
+              "128", "--seq", "8192", "--vocab", "128000"],
+             "pipeline stages"),
+            (["pipeline", "--schedule", "1f1b", "--stages", "4096",
+              "--microbatches", "48", "--plot", str(tmp_path / "p.png")],
+             "operations to draw"),
+            (["dryrun", "--layers", "128", "--hidden", "8192", "--heads",
+              "64", "--vocab", "128000", "--seq", "8192", "--gpus",
+              "1024"], "layer shards"),
+            (["dryrun", "--hf-config", str(big), "--seq", "2048"],
+             "layers"),
+            (["dryrun", "--hf-config", str(ROOT / "tests" / "data" /
+                                           "hf_configs" / "llama3-70b.json"),
+              "--seq", "2048", "--gpus", "1024"], "layer shards")):
+        rc, err, seconds = run(argv, capsys)
+        assert rc == 2 and said in err, (argv, err)
+        assert_one_line(rc, err, seconds)
+        assert seconds < 30, (argv, seconds)
+    assert not (tmp_path / "p.png").exists()
+
+
 def test_an_error_inside_a_command_is_one_line(monkeypatch, capsys):
     from labkit.predict import flops
     for exc in (MemoryError(), RecursionError("deep"), ZeroDivisionError(

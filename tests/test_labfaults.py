@@ -45,3 +45,40 @@ def test_first_line_is_the_cells_error():
     class E(Exception):
         ename, evalue = "LaunchError", "rank 1 died: OOM\nmore"
     assert labfaults.first_line(E()) == "LaunchError: rank 1 died: OOM"
+
+
+def test_kernel_connection_files_stay_private_and_go(tmp_path):
+    """A lab's kernel writes its ports and HMAC key in the run folder's
+    private .kernel/ (not the system's temporary folder), gone when the
+    kernel stops; a SIGKILLed runner's are removed at the next start."""
+    import json
+    import os
+    import stat
+
+    import nbformat
+    import papermill as pm
+
+    from labkit import labruns
+    run = tmp_path / "fake.20261201-000000.running"
+    run.mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(
+        "from ipykernel import get_connection_file\n"
+        "print(get_connection_file())")]
+    nb.metadata["kernelspec"] = {"name": "python3", "language": "python",
+                                 "display_name": "Python 3"}
+    nbformat.write(nb, run / "in.ipynb")
+    pm.execute_notebook(str(run / "in.ipynb"), str(run / "out.ipynb"),
+                        kernel_name="python3", progress_bar=False,
+                        kernel_manager_class=labfaults.quiet_kernel(
+                            run / "kernel-stderr.log"))
+    out = nbformat.read(run / "out.ipynb", 4)
+    used = out.cells[0].outputs[0]["text"].strip()
+    assert os.path.dirname(used) == str(run / labfaults.KERNEL_DIR), used
+    assert stat.S_IMODE(os.stat(run / ".kernel").st_mode) & 0o777 == 0o700
+    assert not os.path.exists(used)                   # removed at its stop
+    (run / ".kernel" / "kernel-1-0.json").write_text("{}")  # a SIGKILL's
+    (run / "running.json").write_text(json.dumps({"pid": 0}))
+    labruns.label_interrupted(tmp_path)
+    assert not (tmp_path / "fake.20261201-000000.interrupted"
+                / ".kernel").exists()

@@ -80,3 +80,21 @@ def test_a_truncated_gzip_is_one_line(tmp_path):
     f.write_bytes(gzip.compress(json.dumps(SMALL).encode() * 50)[:60])
     with pytest.raises(ValueError, match="truncated or damaged gzip"):
         list(trace_stream.open_trace(f)[1])
+
+
+def test_a_gzip_that_inflates_too_far_is_refused(tmp_path):
+    """A 4 MB gzip of a 4 GB trace: refused once it passes 100 times its
+    size (the work bound), in seconds, by both readers."""
+    f = tmp_path / "bomb.json.gz"
+    with gzip.open(f, "wb", compresslevel=9) as g:
+        g.write(b'{"traceEvents": [')
+        for _ in range(64):
+            g.write(b" " * (1 << 24))      # 1 GiB in all
+        g.write(b"]}")
+    limit = trace_stream.inflate_limit(f.stat().st_size)
+    assert limit < 1 << 30
+    with pytest.raises(ValueError, match="inflates to more than"):
+        meta, events = trace_stream.open_trace(f)
+        list(events)
+    with pytest.raises(ValueError, match="inflates to more than"):
+        trace_stream.load(f)

@@ -89,3 +89,30 @@ def test_no_matplotlib_on_import():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True,
                          text=True).stdout.strip()
     assert out == "False"
+
+
+def test_a_plot_on_a_full_disk_is_one_line_and_leaves_no_file(
+        tmp_path, monkeypatch, capsys):
+    """The picture goes through a temporary name: ENOSPC names the path,
+    and nothing is left under the final name; /dev/full is refused."""
+    import errno
+    import os
+
+    from labkit import __main__ as cli
+    argv = ["pipeline", "--schedule", "1f1b", "--stages", "2",
+            "--microbatches", "2", "--plot"]
+    target = tmp_path / "p.png"
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(os, "fsync", full)
+    assert cli.main([*argv, str(target)]) == 2
+    err = capsys.readouterr().err
+    assert f"disk full at {target}" in err and err.count("\n") == 1, err
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    if os.path.exists("/dev/full"):
+        with __import__("pytest").raises(SystemExit):
+            cli.main([*argv, "/dev/full"])
+        assert "not a regular file" in capsys.readouterr().err
+    assert cli.main([*argv, str(target)]) == 0 and target.stat().st_size

@@ -6,6 +6,8 @@ mutation test: each defect reintroduced fails the rehearsal with one
 line naming the lab, the launch or case and rank, and the rule."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch.distributed as tdist
 
@@ -353,3 +355,42 @@ def test_loops_are_cut_and_said():
     assert argv == ["--steps", "2", "--time-steps", "0", "--bf16",
                     "--steps-x", "3"]
     assert notes == ["--steps 20 -> 2", "--time-steps 5 -> 0"]
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGKILL"])
+def test_a_stopped_rehearsal_says_one_line_and_leaves_no_worker(sig):
+    """run_labs.py --rehearse stopped while its pool of forked workers
+    runs: SIGTERM prints one line (no worker's traceback), and after
+    either signal no worker outlives the runner by more than 5 s."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+    root = Path(__file__).resolve().parent.parent
+    p = subprocess.Popen(
+        [sys.executable, "scripts/run_labs.py", "--profile", "gpu8",
+         "--rehearse", "--only", "memory"], cwd=root,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, PYTHONPATH=str(root)))
+    deadline, kids = time.monotonic() + 120, []
+    while len(kids) < 2:
+        assert time.monotonic() < deadline, "no worker started"
+        kids = psutil.Process(p.pid).children(recursive=True)
+        time.sleep(0.2)
+    p.send_signal(getattr(signal, sig))
+    _, err = p.communicate(timeout=60)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(
+            k.is_running() and k.status() != psutil.STATUS_ZOMBIE
+            for k in kids):
+        time.sleep(0.1)
+    left = [k.pid for k in kids
+            if k.is_running() and k.status() != psutil.STATUS_ZOMBIE]
+    assert not left, left
+    if sig == "SIGTERM":
+        assert p.returncode == 130
+        assert err.strip().splitlines() == [
+            "rehearsal stopped (SIGTERM): nothing was kept"], err

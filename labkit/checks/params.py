@@ -11,8 +11,11 @@ it: a value papermill hands over as a string is parsed or refused, a float
 is never an integer, NaN and infinity are never a number, and a world size
 is bounded by what this machine can run (:func:`max_ranks`). A lab's own
 check (``labkit.checks.<lab>``) then checks how its values fit together
-(a batch that divides by the world size...). Names not in the table are
-left as they are.
+(a batch that divides by the world size...). Every name of every lab's
+``parameters`` cell has its rule here (tests/test_checks_params.py holds
+the notebooks to it), so no value reaches a rank unchecked; a profile
+narrows a few bounds (:data:`PROFILE_LIMITS`: what the CPU profile
+allows), and each profile YAML is checked by the same table.
 """
 from __future__ import annotations
 
@@ -23,7 +26,8 @@ from labkit.checks import rules as R
 
 BIG = 2 ** 20            # batches, dimensions, counts: larger is a typo
 STEPS = 100_000          # a lab step runs in seconds; more is not a lab
-BYTES = 2 ** 40          # collective message sizes
+BYTES = 2 ** 34          # collective message sizes (16 GiB: an H100's 80
+                         # GB holds the send and the receive buffer)
 PROFILES = ("cpu", "gpu1", "gpu8")
 
 
@@ -53,12 +57,52 @@ def _ints(low=1, high=BIG, empty=False):
     return lambda name, v: R.integers(name, v, low, high, empty)
 
 
-def _positive(name, v):
-    return R.number(name, v, 0, open_low=True)
+def _positive(name, v):   # a rate or a budget: 1e18 is an exascale rank
+    return R.number(name, v, 0, 1e18, open_low=True)
 
 
 def _seconds(name, v):   # a timeout: finite, positive, under a day
     return R.number(name, v, 0, 86_400, open_low=True)
+
+
+def _name(name, v):
+    """A name (a string), as the lab's own check then reads it."""
+    if not isinstance(v, str) or not v:
+        R.refuse(name, v, "a name (a non-empty string)")
+    return v
+
+
+def _optional(rule):
+    """``None`` (the lab's default) or ``rule``'s value."""
+    return lambda name, v: None if R._parse(v) is None else rule(name, v)
+
+
+def _preset(name, v):
+    from labkit.predict.arch import PRESETS     # pure Python
+    R.require(isinstance(v, str) and v in PRESETS, f"{name}: unknown "
+              f"preset {R._show(v)}; choose from {', '.join(sorted(PRESETS))}")
+    return v
+
+
+def _ledger(name, v):
+    """Lab 14's FP8 ledger: a preset and its sizes."""
+    v = R._parse(v)
+    if not isinstance(v, dict) or "preset" not in v:
+        R.refuse(name, v, "a dict such as {'preset': 'llama3-8b', "
+                 "'gpus': 8, 'seq': 8192, 'micro_batch': 1}")
+    rest = R.mapping(name, {k: x for k, x in v.items() if k != "preset"},
+                     BIG)
+    return {**rest, "preset": _preset(f"{name}['preset']", v["preset"])}
+
+
+def _layout(name, v):
+    """Lab 12's over-budget layout: names, and a micro-batch."""
+    v = R._parse(v)
+    if not isinstance(v, dict):
+        R.refuse(name, v, "a dict such as {'strategy': 'ddp', "
+                 "'recompute': 'none', 'micro_batch': 8}")
+    return {k: R.integer(f"{name}[{k!r}]", x, 1, BIG) if k == "micro_batch"
+            else _name(f"{name}[{k!r}]", x) for k, x in v.items()}
 
 
 ARCHS = ("gpt", "llama")   # labkit.model.ARCHS (no torch import here)
@@ -130,10 +174,10 @@ RULES = {
     "delay_ms": lambda name, v: R.number(name, v, 0, 60_000, True),
     "budget_bytes": _positive, "flops_per_s": _positive,
     "link_bytes_per_s": _positive,
-    "loss_tolerance": lambda name, v: R.number(name, v, 0),
-    "bucket_caps_mb": lambda name, v: R.numbers(name, v, 0),
-    "capacity_factors": lambda name, v: R.numbers(name, v, 0),
-    "aux": lambda name, v: R.number(name, v, 0),
+    "loss_tolerance": lambda name, v: R.number(name, v, 0, 1e6),
+    "bucket_caps_mb": lambda name, v: R.numbers(name, v, 0, high=2 ** 20),
+    "capacity_factors": lambda name, v: R.numbers(name, v, 0, high=1e4),
+    "aux": lambda name, v: R.number(name, v, 0, 1e6),
     # switches and names
     "bf16": R.boolean, "reference": R.boolean, "fit_to_gpu": R.boolean,
     "deepspeed": R.boolean, "pin_memory": R.boolean,
@@ -147,7 +191,22 @@ RULES = {
         name, v, "a dtype name such as 'fp32'"),
     "step_dtype": lambda name, v: v if isinstance(v, str) else R.refuse(
         name, v, "a dtype name such as 'fp32'"),
+    # lab 13: the routers' learning rate (SGD step size)
+    "lr": lambda name, v: R.number(name, v, 0, 10, open_low=True),
+    # lab 14: the loss scaler (torch.amp.GradScaler; fp16's largest
+    # finite value is 65504, a scale past 2**64 is no experiment)
+    "init_scale": lambda name, v: R.number(name, v, 0, 2 ** 64, True),
+    "scaler_steps": _int(1, STEPS), "growth_interval": _int(1, STEPS),
+    "preset": _preset, "compile_preset": _preset,
+    "fp8_ledger": _ledger, "over_budget": _layout,
+    "fp8": _name, "compile_backend": _name,
+    "link": _optional(_name), "ranks_backend": _optional(_name),
+    "results_dir": _optional(_name), "nvme_path": lambda name, v: v
+    if isinstance(v, str) else R.refuse(name, v, "a folder ('' : none)"),
 }
+# What a profile allows beyond the table: the CPU profile runs gloo ranks
+# on a laptop's cores (a 1 TB all-reduce there runs for hours).
+PROFILE_LIMITS = {"cpu": {"min_bytes": 2 ** 28, "max_bytes": 2 ** 28}}
 
 
 def parse(params: dict) -> dict:
@@ -155,6 +214,11 @@ def parse(params: dict) -> dict:
     parsed); returns the parsed values by name. A module is never a
     parameter: lab 14 imports ``labkit.arch`` as ``arch``, the name of
     lab 6's parameter (papermill's parameters are plain data)."""
-    return {name: RULES[name](name, params[name])
-            for name in RULES if name in params
-            and not isinstance(params[name], types.ModuleType)}
+    out = {name: RULES[name](name, params[name])
+           for name in RULES if name in params
+           and not isinstance(params[name], types.ModuleType)}
+    for name, high in PROFILE_LIMITS.get(out.get("profile"), {}).items():
+        R.require(name not in out or out[name] <= high,
+                  f"{name}={out.get(name)!r}: at most {high:,} on the "
+                  f"{out['profile']} profile")
+    return out

@@ -101,11 +101,12 @@ def integers(name: str, value, low: int = 1, high: int | None = None,
     return [integer(f"{name}[{i}]", x, low, high) for i, x in enumerate(v)]
 
 
-def numbers(name: str, value, low: float = 0.0, open_low: bool = True):
+def numbers(name: str, value, low: float = 0.0, open_low: bool = True,
+            high: float | None = None):
     v = _parse(value)
     if not isinstance(v, (list, tuple)) or not v:
         refuse(name, value, "a non-empty list of finite numbers")
-    return [number(f"{name}[{i}]", x, low, open_low=open_low)
+    return [number(f"{name}[{i}]", x, low, high, open_low=open_low)
             for i, x in enumerate(v)]
 
 

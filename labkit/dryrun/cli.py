@@ -75,6 +75,28 @@ def _dry_step_at(i: int):
         raise
 
 
+def _die_with_parent() -> None:
+    """A pool worker ends with the process that forked it, even when that
+    one is SIGKILLed (a stopped rehearsal leaves no worker): a thread
+    watches its parent. Not ``PR_SET_PDEATHSIG``: that fires when the
+    forking *thread* ends, and the pool's handler thread ends at the
+    pool's close while an idle worker holds the task queue's lock."""
+    import os
+    import signal
+    import threading
+    import time
+    parent = os.getppid()
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(0.25)
+        os._exit(1)
+    threading.Thread(target=watch, daemon=True).start()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the parent ends
+    for sig in (signal.SIGTERM, signal.SIGHUP):   # them, without a word
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def run_all(cases: list, cache: dict, workers: int, after=None) -> None:
     """Fill ``cache`` with one step per distinct case, ``workers`` at once.
 
@@ -98,7 +120,9 @@ def run_all(cases: list, cache: dict, workers: int, after=None) -> None:
     _PENDING[:] = todo
     refused = []
     try:
-        with mp.get_context("fork").Pool(workers, maxtasksperchild=1) as pool:
+        with mp.get_context("fork").Pool(
+                workers, initializer=_die_with_parent,
+                maxtasksperchild=1) as pool:
             for i, measured in pool.imap_unordered(_dry_step_at,
                                                    range(len(todo))):
                 if measured is None:
@@ -231,7 +255,13 @@ def dry_arch(a, rec) -> dict:
     if a.seq is None:
         raise ValueError("--hf-config/--preset need --seq (tokens per "
                          "sequence of the step)")
+    import argparse
+    from labkit import cli_rules
     from labkit.wrap import check_strategy
+    layers = cli_rules.value(rec.layers, "layers", int,
+                             f"{rec.name or 'the model'}: layers", "dryrun")
+    cli_rules.check_costs("dryrun", argparse.Namespace(layers=layers,
+                                                       gpus=a.gpus))
     check_strategy(a.strategy, a.gpus)
     case = arch_case(rec, a.strategy, a.gpus, a.batch, a.seq, not a.fp32)
     row = run_cases([case], gpu_bytes(a.gpu), {})[0]

@@ -21,13 +21,32 @@ import codecs
 import contextlib
 import gc
 import gzip
+import io
 import json
+import re
 import zlib
 from pathlib import Path
 
 CHUNK = 1 << 20
 MAX_VALUE = 64 << 20    # one event (or top-level value) at most
+# The work bound of a .json.gz: what it may inflate to, read by counting
+# (the gzip footer's size is modulo 4 GiB). Profiler traces compress
+# about 10 to 20 times; a 4 MB file that inflates to 4 GB is refused
+# at 400 MB, in seconds.
+INFLATE_RATIO, INFLATE_MIN, INFLATE_MAX = 100, 64 << 20, 4 << 30
+
+
+def inflate_limit(compressed: int) -> int:
+    """The most bytes a gzip file of ``compressed`` bytes may inflate to."""
+    return min(INFLATE_MAX, max(INFLATE_MIN, INFLATE_RATIO * compressed))
+
+
+def _too_big(path, limit: int) -> ValueError:
+    return ValueError(f"{path}: inflates to more than {limit >> 20:,} MiB "
+                      f"({INFLATE_RATIO}x its compressed size at most; "
+                      "not a profiler trace?)")
 _WS = " \t\n\r"
+_NONBLANK = re.compile(r"[^ \t\n\r]")
 _decode = json.JSONDecoder().raw_decode
 
 
@@ -38,6 +57,7 @@ class _Reader:
         gz = raw.read(2) == b"\x1f\x8b"
         raw.seek(0)
         self.f = gzip.GzipFile(fileobj=raw) if gz else raw
+        self.left = inflate_limit(path.stat().st_size) if gz else None
         self.text = codecs.getincrementaldecoder("utf-8")("strict")
         self.buf, self.pos, self.eof = "", 0, False
 
@@ -49,6 +69,11 @@ class _Reader:
         except (EOFError, OSError, zlib.error) as e:
             raise ValueError(f"{self.path}: truncated or damaged gzip file "
                              f"({e})") from None
+        if self.left is not None:
+            self.left -= len(data)
+            if self.left < 0:
+                raise _too_big(self.path, inflate_limit(
+                    self.path.stat().st_size))
         try:
             piece = self.text.decode(data, final=not data)
         except UnicodeDecodeError as e:
@@ -62,10 +87,11 @@ class _Reader:
     def peek(self) -> str:
         """The next non-blank character ('' at the end)."""
         while True:
-            while self.pos < len(self.buf) and self.buf[self.pos] in _WS:
-                self.pos += 1
-            if self.pos < len(self.buf):
+            m = _NONBLANK.search(self.buf, self.pos)   # not char by char
+            if m:
+                self.pos = m.start()
                 return self.buf[self.pos]
+            self.pos = len(self.buf)
             if not self.more():
                 return ""
 
@@ -190,8 +216,12 @@ def load(path: str | Path) -> dict:
     if not raw:
         raise ValueError(f"{p}: the file is empty")
     if raw[:2] == b"\x1f\x8b":
+        limit = inflate_limit(len(raw))
         try:
-            raw = gzip.decompress(raw)
+            with gzip.GzipFile(fileobj=io.BytesIO(raw)) as g:
+                raw = g.read(limit + 1)
+                if len(raw) > limit:
+                    raise _too_big(p, limit)
         except (EOFError, OSError, zlib.error) as e:
             raise ValueError(f"{p}: truncated or damaged gzip file "
                              f"({e})") from None

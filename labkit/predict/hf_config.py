@@ -22,7 +22,13 @@ The keys and their meaning follow ``transformers``' own classes
 
 The shape keys (layers, width, heads, FFN width, vocabulary) have no
 default here: a config that lacks one is an error that names it, rather
-than a 7B model nobody asked for.
+than a 7B model nobody asked for. Every number is checked as the flag it
+stands for is (``labkit.cli_rules.value``, :data:`labkit.cli_rules.HF_KEYS`):
+``"num_hidden_layers": 1e12`` is one line naming the key and the file.
+A boolean must be JSON ``true``/``false``, as transformers 5's strict
+configs require (``"false"`` is refused, never read as true); a key set
+to null takes transformers' default (GPT-2's ``n_inner: null`` is
+``4 n_embd``), except a shape key, which has none.
 """
 from __future__ import annotations
 
@@ -51,16 +57,54 @@ def _load(source) -> dict:
 
 
 def _int(cfg: dict, key: str, default=None) -> int:
-    v = cfg.get(key, default)
+    from labkit.cli_rules import HF_KEYS, value
+    v = cfg.get(key)
+    if v is None:             # absent or null: transformers' default
+        v = default
     if v is None:
         raise ValueError(f"config.json has no {key!r}")
+    if HF_KEYS.get(key):
+        return value(v, HF_KEYS[key], int, f"config.json: {key!r}")
     if not isinstance(v, int) or isinstance(v, bool) or v < 1:
         raise ValueError(f"config.json: {key!r} must be a positive "
                          f"integer, got {v!r}")
     return v
 
 
+def _float(cfg: dict, key: str, default: float) -> float:
+    from labkit.cli_rules import HF_KEYS, value
+    v = cfg.get(key)
+    return default if v is None else value(v, HF_KEYS[key], float,
+                                           f"config.json: {key!r}")
+
+
+def _bool(cfg: dict, key: str, default: bool) -> bool:
+    from labkit.cli_rules import boolean
+    return boolean(cfg[key], f"config.json: {key!r}") if key in cfg \
+        else default
+
+
+def _seq(cfg: dict, key: str) -> int:
+    """The context length, 0 when the config does not say."""
+    from labkit.cli_rules import HF_KEYS, value
+    v = cfg.get(key)
+    return 0 if v is None else value(v, HF_KEYS[key], int,
+                                      f"config.json: {key!r}")
+
+
 def read(source) -> Arch:
+    """The record of ``source``; ValueError in one line naming the key
+    and the file."""
+    try:
+        return _read(source)
+    except ValueError as e:
+        if isinstance(source, dict):
+            raise
+        raise ValueError(str(e).replace(
+            "config.json", f"--hf-config {source}", 1)) from None
+
+
+def _read(source) -> Arch:
     cfg = _load(source)
     for key in EXPERT_KEYS:   # before the family: the key is the problem
         if cfg.get(key) and "num_experts_per_tok" not in cfg:
@@ -81,8 +125,9 @@ def read(source) -> Arch:
 
 
 def _heads(cfg: dict, hidden: int, heads: int, head_dim_default) -> int:
-    head_dim = cfg.get("head_dim") or head_dim_default
-    if head_dim is None:
+    head_dim = _int(cfg, "head_dim", 0) if cfg.get("head_dim") is not None \
+        else head_dim_default
+    if not head_dim:
         if hidden % heads:
             raise ValueError(
                 f"config.json: 'num_attention_heads' ({heads}) does not "
@@ -106,10 +151,10 @@ def _llama_like(cfg: dict, kind: str, name: str) -> Arch:
         raise ValueError(f"config.json: 'num_key_value_heads' ({kv}) does "
                          f"not divide 'num_attention_heads' ({heads})")
     head_dim = _heads(cfg, hidden, heads, 128 if kind == "qwen3" else None)
-    attn_bias = bool(cfg.get("attention_bias", False))
+    attn_bias = _bool(cfg, "attention_bias", False)
     qkv_bias = True if kind == "qwen2" else attn_bias
     out_bias = False if kind == "qwen2" else attn_bias
-    mlp_bias = bool(cfg.get("mlp_bias", False)) if kind == "llama" else False
+    mlp_bias = _bool(cfg, "mlp_bias", False) if kind == "llama" else False
     experts = top_k = 0
     for key in EXPERT_KEYS:
         if cfg.get(key):
@@ -123,11 +168,11 @@ def _llama_like(cfg: dict, kind: str, name: str) -> Arch:
         layers, hidden, heads, vocab, ffn=ffn, kv_heads=kv,
         head_dim=head_dim, mlp="swiglu", norm="rmsnorm",
         qk_norm=kind == "qwen3", positions="rope",
-        max_seq=int(cfg.get("max_position_embeddings") or 0),
-        tied=bool(cfg.get("tie_word_embeddings", False)),
+        max_seq=_seq(cfg, "max_position_embeddings"),
+        tied=_bool(cfg, "tie_word_embeddings", False),
         qkv_bias=qkv_bias, out_bias=out_bias, mlp_bias=mlp_bias,
-        norm_eps=float(cfg.get("rms_norm_eps", 1e-6)),
-        rope_theta=float(cfg.get("rope_theta", 10000.0)),
+        norm_eps=_float(cfg, "rms_norm_eps", 1e-6),
+        rope_theta=_float(cfg, "rope_theta", 10000.0),
         experts=experts, top_k=top_k, name=name)
 
 
@@ -141,5 +186,5 @@ def _gpt2(cfg: dict, name: str) -> Arch:
         _int(cfg, "n_layer"), hidden, heads, _int(cfg, "vocab_size"),
         ffn=_int(cfg, "n_inner", 4 * hidden),
         max_seq=_int(cfg, "n_positions"),
-        tied=bool(cfg.get("tie_word_embeddings", True)),
-        norm_eps=float(cfg.get("layer_norm_epsilon", 1e-5)), name=name)
+        tied=_bool(cfg, "tie_word_embeddings", True),
+        norm_eps=_float(cfg, "layer_norm_epsilon", 1e-5), name=name)

@@ -40,14 +40,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from labkit.predict.arch import Arch
+from labkit.predict.hf_config import _bool, _float, _seq
 
 FAMILIES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3")
 
 
 def _int(cfg, key, default=None, low=1):
     from labkit.predict.hf_config import _int as positive
-    v = cfg.get(key, default)
-    if low == 0 and v == 0:
+    v = cfg.get(key)
+    v = default if v is None else v
+    if low == 0 and v == 0 and not isinstance(v, bool):
         return 0
     return positive({key: v}, key)
 
@@ -74,13 +76,13 @@ def read(cfg: dict, source) -> Arch:
         ffn=_int(cfg, "intermediate_size"),
         top_k=_int(cfg, "num_experts_per_tok"),
         mlp="swiglu", norm="rmsnorm", positions="rope",
-        max_seq=int(cfg.get("max_position_embeddings") or 0),
-        tied=bool(cfg.get("tie_word_embeddings", False)),
+        max_seq=_seq(cfg, "max_position_embeddings"),
+        tied=_bool(cfg, "tie_word_embeddings", False),
         out_bias=False, mlp_bias=False,
-        norm_eps=float(cfg.get("rms_norm_eps",
-                               1e-5 if kind == "mixtral" else 1e-6)),
-        rope_theta=float(cfg.get("rope_theta",
-                                 1e6 if kind == "mixtral" else 1e4)),
+        norm_eps=_float(cfg, "rms_norm_eps",
+                        1e-5 if kind == "mixtral" else 1e-6),
+        rope_theta=_float(cfg, "rope_theta",
+                          1e6 if kind == "mixtral" else 1e4),
         name=name)
     return {"mixtral": _mixtral, "qwen2_moe": _qwen_moe,
             "qwen3_moe": _qwen_moe, "deepseek_v3": _deepseek_v3}[kind](
@@ -108,11 +110,11 @@ def _mixtral(cfg, kind, c) -> Arch:
 def _qwen_moe(cfg, kind, c) -> Arch:
     shared = {}
     if kind == "qwen2_moe":
-        bias = bool(cfg.get("qkv_bias", True))
+        bias = _bool(cfg, "qkv_bias", True)
         sf = _int(cfg, "shared_expert_intermediate_size")
         shared = dict(shared_experts=1, shared_ffn=sf, shared_gate=True)
     else:
-        bias = bool(cfg.get("attention_bias", False))
+        bias = _bool(cfg, "attention_bias", False)
         if bias:
             c = dict(c, out_bias=True)
     return Arch(**c, **_gqa(cfg, kind, c), **shared,
@@ -122,16 +124,16 @@ def _qwen_moe(cfg, kind, c) -> Arch:
                              else "num_local_experts"),
                 expert_ffn=_int(cfg, "moe_intermediate_size"),
                 qkv_bias=bias, qk_norm=kind == "qwen3_moe",
-                norm_topk=bool(cfg.get("norm_topk_prob", False)))
+                norm_topk=_bool(cfg, "norm_topk_prob", False))
 
 
 def _deepseek_v3(cfg, kind, c) -> Arch:
-    if cfg.get("attention_bias"):
+    if _bool(cfg, "attention_bias", False):
         raise ValueError("config.json: 'attention_bias' true is not read "
                          "for deepseek_v3")
     nope = _int(cfg, "qk_nope_head_dim")
     rope = _int(cfg, "qk_rope_head_dim")
-    groups = int(cfg.get("n_group") or 0)
+    groups = _int(cfg, "n_group", 0, low=0)
     func = cfg.get("scoring_func", "sigmoid")
     if func not in ("sigmoid", "softmax"):
         raise ValueError(f"config.json: 'scoring_func' {func!r} is not "
@@ -145,12 +147,12 @@ def _deepseek_v3(cfg, kind, c) -> Arch:
                 first_dense_layers=_int(cfg, "first_k_dense_replace", 0,
                                         low=0),
                 router=func,
-                norm_topk=bool(cfg.get("norm_topk_prob", True)),
-                routed_scaling=float(cfg.get("routed_scaling_factor", 1.0)),
+                norm_topk=_bool(cfg, "norm_topk_prob", True),
+                routed_scaling=_float(cfg, "routed_scaling_factor", 1.0),
                 expert_groups=groups if groups > 1 else 0,
-                group_top_k=int(cfg.get("topk_group") or 0)
+                group_top_k=_int(cfg, "topk_group", 0, low=0)
                 if groups > 1 else 0,
-                q_lora_rank=int(cfg.get("q_lora_rank") or 0),
+                q_lora_rank=_int(cfg, "q_lora_rank", 0, low=0),
                 kv_lora_rank=_int(cfg, "kv_lora_rank"),
                 qk_rope_head_dim=rope, qk_nope_head_dim=nope,
                 v_head_dim=_int(cfg, "v_head_dim"))

@@ -22,6 +22,7 @@ with the LayerNorms, Narayanan et al. 2021, Sec. 5.1 (see
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 
 from labkit.predict import arch as A
@@ -108,7 +109,14 @@ def _sum(ts, part=None) -> int:
 
 def count(a: A.Arch) -> dict:
     """Parameters per component, ``total``, ``active`` (per token) and
-    ``per_layer`` (of the first layer; a dense model's are all alike)."""
+    ``per_layer`` (of the first layer; a dense model's are all alike).
+    Counted once per record: a plan prices every layout of one model, and
+    the count walks every tensor of every layer."""
+    return dict(_count(a))
+
+
+@functools.lru_cache(maxsize=32)
+def _count(a: A.Arch) -> dict:
     ts = tensors(a)
     out = {c: _sum(ts, c) for c in COMPONENTS}
     out["total"] = _sum(ts)

@@ -59,6 +59,26 @@ def add_arguments(p) -> None:
     p.add_argument("--json", action="store_true")
 
 
+def save_figure(fig, path) -> None:
+    """The picture rendered in memory, then written under a temporary name
+    and renamed (``labkit.disk.write_atomic``): a full disk is one line
+    naming ``path`` and leaves no empty file under it."""
+    import io
+    import os
+    from pathlib import Path
+
+    from labkit import disk
+    buf = io.BytesIO()
+    fig.savefig(buf, format=Path(path).suffix[1:].lower() or "png",
+                dpi=120)
+    data = buf.getvalue()
+    disk.write_atomic(path, data)
+    os.chmod(path, 0o644)          # a picture to share, not a secret
+    if Path(path).stat().st_size != len(data):     # the write, checked
+        raise OSError(f"{path}: {Path(path).stat().st_size} bytes "
+                      f"written, {len(data)} drawn")
+
+
 def main(args) -> int:
     tl = simulate(args.schedule, args.stages, args.microbatches, args.chunks,
                   args.forward, args.backward, args.comm)
@@ -83,7 +103,7 @@ def main(args) -> int:
             + (f", v={args.chunks}" if args.chunks > 1 else "")
             + f", bubble {tl.bubble:.3f}"))
         ax.figure.tight_layout()
-        ax.figure.savefig(args.plot, dpi=120)
+        save_figure(ax.figure, args.plot)
         plt.close(ax.figure)
         out["plot"] = args.plot
     if args.json:

@@ -220,13 +220,26 @@ def from_runner(profile: str, node: str | None, only: list,
                 cells=()) -> int:
     """``run_labs.py --rehearse``: the table, exit 1 on a failure, 2 (one
     line) for a node that is not described."""
+    import signal
     import sys
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+    old = {sig: signal.signal(sig, stop)
+           for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         report = rehearse(profile, node, only or None,
                           cells=cells_arg(list(cells)))
     except ValueError as e:
         print(e, file=sys.stderr)
         return 2
+    except KeyboardInterrupt as e:    # its pool's workers die with it
+        print(f"rehearsal stopped ({e or 'SIGINT'}): nothing was kept",
+              file=sys.stderr, flush=True)
+        return 130
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
     print(table(report), flush=True)
     return 1 if report["failures"] else 0
 

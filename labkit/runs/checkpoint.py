@@ -44,7 +44,7 @@ from torch.distributed.checkpoint.state_dict import (
     StateDictOptions, get_model_state_dict, get_state_dict, set_state_dict)
 
 from labkit import dist
-from labkit.checkpoint import (atomic_step_dir, check_meta,
+from labkit.checkpoint import (_first_line, atomic_step_dir, check_meta,
                                latest_checkpoint, newest_good_checkpoint,
                                require_under_build)
 from labkit.model import (add_shape_arguments, batch, build, check_shardable,
@@ -125,6 +125,20 @@ def load(folder: Path, model, opt, sampler, meta: dict) -> int:
     return int(state["trainer"]["step"])
 
 
+def loadable(folder: Path) -> str | None:
+    """Why ``folder`` cannot be loaded, read by one process before the
+    collective load (None: it can): DCP's metadata must unpickle and
+    name the model, the optimizer and the trainer's state."""
+    try:
+        md = dcp.FileSystemReader(str(folder)).read_metadata()
+    except Exception as e:  # noqa: BLE001 -- any unpickling error
+        return f"its DCP metadata cannot be read ({_first_line(e)})"
+    keys = {k.split(".", 1)[0] for k in md.state_dict_metadata}
+    missing = {"model", "optim", "trainer"} - keys
+    return f"it holds no {', '.join(sorted(missing))} state" if missing \
+        else None
+
+
 def adam_steps(opt) -> list[int]:
     """Adam's own step counter of every parameter (applied updates)."""
     return sorted({int(s["step"]) for s in opt.state.values()})
@@ -153,7 +167,7 @@ def train(root: Path, config, ctx, a, kill: bool, log: Path | None,
     attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     start, resumed_from, bad = 0, None, []
     if ctx.rank == 0:   # sets damaged checkpoints aside, then all look
-        _, bad = newest_good_checkpoint(root)
+        _, bad = newest_good_checkpoint(root, loadable=loadable)
     tdist.barrier()
     found = latest_checkpoint(root)
     if found:
