@@ -130,6 +130,17 @@ def _model(name, v):
     return R.mapping(name, v, BIG)
 
 
+def _environment(name, v):
+    """Environment variables: a dict of names to strings."""
+    v = R._parse(v)
+    if not isinstance(v, dict) or not all(
+            isinstance(k, str) and k and isinstance(x, str)
+            for k, x in v.items()):
+        R.refuse(name, v, "a dict of variable names to strings, such as "
+                 "{'NCCL_DEBUG': 'WARN'}")
+    return v
+
+
 def _profile(name, v):
     R.require(v in PROFILES, f"unknown profile {v!r}: choose from "
               f"{', '.join(PROFILES)}")
@@ -203,6 +214,11 @@ RULES = {
     "link": _optional(_name), "ranks_backend": _optional(_name),
     "results_dir": _optional(_name), "nvme_path": lambda name, v: v
     if isinstance(v, str) else R.refuse(name, v, "a folder ('' : none)"),
+    # lab 17: the planted fault's rank, step and kinds, and the NCCL
+    # environment its GPU profiles set (names to strings)
+    "culprit": _int(0, BIG), "at": _int(0, STEPS),
+    "faults": lambda name, v: R.strings(name, v, empty=False),
+    "nccl_env": _environment,
 }
 # What a profile allows beyond the table: the CPU profile runs gloo ranks
 # on a laptop's cores (a 1 TB all-reduce there runs for hours).
