@@ -7,7 +7,7 @@
 - ``labkit.runs.*``     entry modules started under torchrun, one per family.
 - ``labkit.launch``     starts a torchrun job from a notebook cell.
 - ``labkit.lab``        the predicted / measured / ratio records a lab saves.
-- ``labkit.model``      the tiny GPT all labs train.
+- ``labkit.nn.model``      the tiny GPT all labs train.
 
 Command line: ``python -m labkit --help``.
 """

@@ -52,7 +52,7 @@ PHRASES = {
     "stage": "stage（阶段）",
     "TFLOP/s per GPU": "每 GPU TFLOP/s",
     "layout": "布局",
-    # link names of labkit.predict.plan_moe: proper names in Chinese text
+    # link names of labkit.predict.choosing.plan_moe: proper names in Chinese text
     "nvlink": "NVLink",
     "infiniband": "InfiniBand",
 }

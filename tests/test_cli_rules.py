@@ -170,7 +170,7 @@ def test_work_that_would_explode_is_refused_fast(capsys):
 
 
 def test_an_error_inside_a_command_is_one_line(monkeypatch, capsys):
-    from labkit.predict import flops
+    from labkit.predict.model import flops
     for exc in (MemoryError(), RecursionError("deep"), ZeroDivisionError(
             "division by zero"), OSError(28, "No space left on device",
                                          "/x/y"), KeyError("k")):
@@ -185,7 +185,7 @@ def test_an_error_inside_a_command_is_one_line(monkeypatch, capsys):
 
 
 def test_the_time_limit_says_so(capsys, monkeypatch):
-    from labkit.predict import flops
+    from labkit.predict.model import flops
     monkeypatch.setattr(flops, "main", lambda a: time.sleep(5))
     os.environ["LABKIT_CLI_TIMEOUT_S"] = "0.5"
     try:

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from labkit import device as D
-from labkit.model import GPTConfig
-from labkit.predict import flops as FL
+from labkit.nn.model import GPTConfig
+from labkit.predict.model import flops as FL
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,9 +1,9 @@
-"""labkit.labfaults: the runner's one-line notes and its quiet logs."""
+"""labkit.results.labfaults: the runner's one-line notes and its quiet logs."""
 import logging
 
 import pytest
 
-from labkit import labfaults
+from labkit.results import labfaults
 
 
 @pytest.fixture

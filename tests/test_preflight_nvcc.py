@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from labkit import preflight
-from labkit import preflight_software as S
+from labkit.preflight import software as S
 
 RECORDED = Path(__file__).parent / "nvcc" / "cuda_13.0.txt"
 GPU8 = {"colossalai": {"plugins": ["torch_ddp"], "compare": ["gemini"]}}

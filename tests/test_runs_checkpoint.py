@@ -10,7 +10,7 @@ from labkit.checkpoint import checkpoint_root
 from labkit.launch import launch
 from labkit.measure.checkpoint import (dcp_bytes, deepspeed_bytes,
                                        torch_save_bytes)
-from labkit.model import GPTConfig
+from labkit.nn.model import GPTConfig
 from labkit.predict.checkpoint import checkpoint_bytes, lost_steps
 from labkit.predict.memory import gpt_params
 from labkit.runs.reshard import load_plain

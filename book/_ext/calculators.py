@@ -92,12 +92,12 @@ def fetch(dest: Path | None = None) -> Path:
 
 def python_zip() -> bytes:
     """``labkit/{__init__,__main__,cli_rules,disk}.py``,
-    ``labkit/predict/*.py`` and ``calc_core.py``: everything the browser
+    ``labkit/predict/**/*.py`` and ``calc_core.py``: everything the browser
     imports (cli_rules: the command line's checks of every value)."""
     root = checkout()
     files = [*(root / "labkit" / f for f in ("__init__.py", "__main__.py",
                                              "cli_rules.py", "disk.py")),
-             *sorted((root / "labkit" / "predict").glob("*.py"))]
+             *sorted((root / "labkit" / "predict").rglob("*.py"))]
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         for f in files:

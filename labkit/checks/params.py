@@ -61,7 +61,7 @@ def _seconds(name, v):   # a timeout: finite, positive, under a day
     return R.number(name, v, 0, 86_400, open_low=True)
 
 
-ARCHS = ("gpt", "llama")   # labkit.model.ARCHS (no torch import here)
+ARCHS = ("gpt", "llama")   # labkit.nn.model.ARCHS (no torch import here)
 # ``arch`` is a key of ``model`` (_model); labs 5 and 6, which have no
 # model dict, take ``archs`` (lab 5) and ``arch`` (lab 6)
 

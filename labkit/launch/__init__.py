@@ -1,7 +1,7 @@
 """Start a torchrun job from a notebook cell and collect per-rank JSON.
 
     from labkit.launch import launch
-    results = launch("labkit.runs.selftest", nproc=2, args=["--mode", "ok"])
+    results = launch("labkit.runs.tools.selftest", nproc=2, args=["--mode", "ok"])
 
 `launch` runs ``python -m torch.distributed.run --nproc-per-node N -m MODULE
 ARGS`` under a guard process (:mod:`labkit.launch.guard`) that ends

@@ -52,7 +52,7 @@ STEP_FLAGS = {"--kill-step", "--every", "--at"}
 
 
 # run modules whose lesson is time itself, which fake ranks do not have
-TIMED = {"labkit.runs.hang": "a rank stalls on purpose until the process "
+TIMED = {"labkit.runs.tools.hang": "a rank stalls on purpose until the process "
          "group's timeout (NCCL's watchdog) ends the others: a wait in "
          "seconds, and the fake group has no timeout (lab 8's cell would "
          "sleep its whole 10 x timeout here)"}

@@ -165,7 +165,7 @@ def rehearse(profile_name: str, node_name: str | None = None,
     are executed (``"all"``: every one), see
     :mod:`labkit.rehearse.notebooks`."""
     from labkit.preflight import gpu_lines, load_profile
-    from labkit.preflight_check import lab_ranks
+    from labkit.preflight.check import lab_ranks
     from dataclasses import asdict
     node = describe(node_name)
     profile = load_profile(profile_name)

@@ -5,7 +5,7 @@
         --kill-rank 2 --kill-step 5 --reference
 
 Every rank builds the tiny GPT from one seed, shards it with FSDP2
-(``fully_shard``, ``labkit.wrap``) and trains ``--steps`` steps on batches
+(``fully_shard``, ``labkit.training.wrap``) and trains ``--steps`` steps on batches
 drawn by a :class:`Sampler` (a shuffled synthetic dataset with its own
 generator). Every ``--every`` steps all ranks save one DCP checkpoint
 (``torch.distributed.checkpoint.save``): the sharded model and optimizer
@@ -47,10 +47,10 @@ from labkit import dist
 from labkit.checkpoint import (atomic_step_dir, check_meta,
                                latest_checkpoint, newest_good_checkpoint,
                                require_under_build)
-from labkit.model import (add_shape_arguments, batch, build, check_shardable,
+from labkit.nn.model import (add_shape_arguments, batch, build, check_shardable,
                           config_from_args, local_batch)
-from labkit.train import make_optimizer, mean_over_ranks
-from labkit.wrap import wrap
+from labkit.training.train import make_optimizer, mean_over_ranks
+from labkit.training.wrap import wrap
 
 
 class Sampler:

@@ -32,11 +32,11 @@ import torch.distributed.checkpoint as dcp
 
 from labkit import dist
 from labkit.checkpoint import META, check_meta, require_under_build
-from labkit.model import (add_shape_arguments, build, check_shardable,
+from labkit.nn.model import (add_shape_arguments, build, check_shardable,
                           config_from_args, local_batch)
 from labkit.runs.checkpoint import Sampler, load, probe, save
-from labkit.train import make_optimizer, train_step
-from labkit.wrap import wrap
+from labkit.training.train import make_optimizer, train_step
+from labkit.training.wrap import wrap
 
 
 def load_plain(folder: str | Path, config, batch: int = 8,
@@ -79,7 +79,7 @@ def deepspeed_zero3_save(config, ctx, a, out: Path) -> dict:
     from deepspeed.utils.zero_to_fp32 import (
         get_fp32_state_dict_from_zero_checkpoint)
     from labkit.runs.zero import skip_shm_op
-    from labkit.zero_config import variant
+    from labkit.training.zero_config import variant
 
     if not ctx.is_cuda:
         skip_shm_op()     # nothing to compile on CPU (lab 4)
