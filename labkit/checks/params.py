@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import types
 
-from labkit.checks import rules as R
+import labkit.checks.rules as R
 
 BIG = 2 ** 20            # batches, dimensions, counts: larger is a typo
 STEPS = 100_000          # a lab step runs in seconds; more is not a lab

@@ -44,6 +44,7 @@ says), :mod:`~labkit.launch.cli` (the command line).
 """
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import os
@@ -96,7 +97,7 @@ def launch(module: str, nproc: int, args: list | tuple | dict = (), *,
     started = time.monotonic()    # the timeout counts from the call
     endpoint = check_nodes(nnodes, node_rank, rdzv_endpoint)
     if os.environ.get("LABKIT_REHEARSE"):   # fake ranks: labkit.rehearse
-        from labkit.rehearse.hook import launch as rehearsed
+        rehearsed = importlib.import_module(REHEARSAL).launch
         return rehearsed(module, nproc, args, python=python, nnodes=nnodes)
     backend = pick_backend(nproc, backend, require_gpu)
     if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) \
@@ -149,6 +150,11 @@ def launch(module: str, nproc: int, args: list | tuple | dict = (), *,
             + (f"; {rdzv}" if rdzv else ""), oom_before))
     return _collect(run_dir, nproc, nnodes)
 
+
+# The rehearsal (fake ranks, labkit.rehearse) sits above the launcher and
+# imports it: under LABKIT_REHEARSE the launcher loads it by name, as
+# torchrun loads a rank's module, so no import runs back up.
+REHEARSAL = "labkit.rehearse.hook"
 
 # a one-node rendezvous whose port someone else took is tried this often
 _PORT_TRIES = 3
@@ -264,9 +270,3 @@ def _scratch() -> str:
     d = ROOT / "_build" / "runs"
     d.mkdir(parents=True, exist_ok=True)
     return str(d)
-
-
-def main(argv=None) -> int:
-    """``python -m labkit.launch``: see :mod:`labkit.launch.cli`."""
-    from labkit.launch.cli import main as cli_main
-    return cli_main(argv)

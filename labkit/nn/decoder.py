@@ -4,7 +4,7 @@ Llama-style block (GQA, SwiGLU, RMSNorm, RoPE) in one set of modules.
     from labkit import arch
     from labkit.nn.model import build_arch
     m = build_arch(arch.preset("llama-tiny"))      # trains on CPU
-    python -m labkit.nn.decoder llama-tiny            # size and one loss
+    python -m labkit.nn llama-tiny            # size and one loss
 
 Every field of :class:`labkit.arch.Arch` picks a piece: ``mlp`` GELU (two
 matrices with biases) or SwiGLU (gate, up, down; Shazeer 2020, Eq. 6);
@@ -23,9 +23,6 @@ fused ``qkv``). The root has three kinds of children -- ``embed``,
 """
 from __future__ import annotations
 
-import math
-import sys
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -39,8 +36,9 @@ def record(a) -> Arch:
     (so ``Block(GPTConfig())`` builds one block of the course's GPT)."""
     if isinstance(a, Arch):
         return a
-    from labkit.nn.model import arch_of
-    return arch_of(a)
+    from dataclasses import asdict   # labkit.nn.model.arch_of, which
+    from labkit import arch          # imports this module: not from there
+    return arch.of_shape(**asdict(a))
 
 
 def _norm(a: Arch, width: int) -> nn.Module:
@@ -200,13 +198,3 @@ def _init(m):
         nn.init.normal_(m.weight, std=0.02)
         if getattr(m, "bias", None) is not None:
             nn.init.zeros_(m.bias)
-
-
-if __name__ == "__main__":
-    from labkit import arch
-    from labkit.nn.model import GPTConfig, batch, build_arch, count_params
-    a = arch.preset(sys.argv[1] if len(sys.argv) > 1 else "llama-tiny")
-    m = build_arch(a)
-    x, y = batch(GPTConfig(vocab=a.vocab, seq=32), 8, step=0)
-    print(f"{a.name}: parameters {count_params(m):,}  loss at init "
-          f"{m(x, y).item():.4f} (ln V = {math.log(a.vocab):.4f})")

@@ -28,7 +28,7 @@ def largest_model(profile: dict) -> tuple[str, int, bool]:
 
 
 def check_devices(name: str, profile: dict) -> list[Check]:
-    from labkit.launch import cuda_device_count
+    from labkit.launch.request import cuda_device_count
     ranks = ranks_needed(profile)
     if name == "cpu":
         cores = os.cpu_count() or 1

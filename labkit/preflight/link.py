@@ -42,7 +42,9 @@ def check_topology(name: str) -> list[Check]:
 
 def probe(name: str, profile: dict, timeout: float = 120) -> list[Check]:
     """All-reduce bus bandwidth at two sizes, ~10 s of collectives."""
-    from labkit.launch import LaunchError, cuda_device_count, launch
+    from labkit.launch import launch
+    from labkit.launch.report import LaunchError
+    from labkit.launch.request import cuda_device_count
     from labkit.predict.collectives import busbw, LINKS
     gpu = name != "cpu"
     ranks = min(ranks_needed(profile), cuda_device_count()) if gpu else 2

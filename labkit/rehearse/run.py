@@ -111,7 +111,7 @@ def rehearse_launch(lab, launch, node) -> dict:
     res = rehearse_ranks(launch.module, launch.world_size,
                          as_argv(launch.params), node, where, ranks="all")
     row["ranks"], row["problems"] = res["ranks"], res["problems"]
-    from labkit.rehearse.hook import fake_limit, limit_reason
+    from labkit.rehearse.limits import fake_limit, limit_reason
     if row["problems"] and all(fake_limit(p) for p in row["problems"]):
         row["not_rehearsed"] = limit_reason(row["problems"][0])
         row["problems"] = []      # what fake tensors cannot do: listed

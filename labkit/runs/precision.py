@@ -41,6 +41,7 @@ from labkit import arch, dist
 from labkit.measure import activations as MA
 from labkit.measure import precision as M
 from labkit.nn.model import batch, build_arch
+from labkit.runs.amp.steps import scaled_steps  # noqa: F401
 
 SCALES = (1.0, 2.0 ** 16)
 
@@ -106,23 +107,6 @@ def grad_scaler_run(a, data, steps, init_scale, growth_interval):
     return scaled_steps(model, opt, scaler, data, steps, autocast=True)
 
 
-def scaled_steps(model, opt, scaler, data, steps, autocast=False):
-    """``steps`` fp16 steps through a loss scaler (``GradScaler`` or FSDP's
-    ``ShardedGradScaler``): each step's scale, loss and whether the scaler
-    skipped it (the scale dropped: an inf or NaN gradient)."""
-    out = []
-    for s in range(steps):
-        x, y = data(s)
-        with torch.autocast("cpu", torch.float16, enabled=autocast):
-            loss = model(x, y)
-        before = scaler.get_scale()
-        scaler.scale(loss.float()).backward()
-        scaler.step(opt)
-        scaler.update()
-        opt.zero_grad()
-        out.append({"step": s, "scale": before, "loss": loss.item(),
-                    "skipped": scaler.get_scale() < before})
-    return out
 
 
 def accumulation(model, data, ks):

@@ -56,7 +56,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from labkit.predict.activations import arch as AA
-from labkit.predict.activations import PRECISIONS, Saved, _dtypes, total
+from labkit.predict.activations.ledger import (PRECISIONS, Saved,
+                                               _dtypes, total)
 
 __all__ = ["moe_saved", "ep_saved", "block_saved", "saved",
            "ep_decoder_saved", "total"]

@@ -29,7 +29,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from labkit.predict.model.arch import Arch
+from labkit.predict.model.hf_fields import _heads, _int
+from labkit.predict.model.record import Arch
 
 FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gpt2")
 EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
@@ -50,14 +51,6 @@ def _load(source) -> dict:
     return cfg
 
 
-def _int(cfg: dict, key: str, default=None) -> int:
-    v = cfg.get(key, default)
-    if v is None:
-        raise ValueError(f"config.json has no {key!r}")
-    if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-        raise ValueError(f"config.json: {key!r} must be a positive "
-                         f"integer, got {v!r}")
-    return v
 
 
 def read(source) -> Arch:
@@ -80,19 +73,6 @@ def read(source) -> Arch:
     return _llama_like(cfg, kind, name)
 
 
-def _heads(cfg: dict, hidden: int, heads: int, head_dim_default) -> int:
-    head_dim = cfg.get("head_dim") or head_dim_default
-    if head_dim is None:
-        if hidden % heads:
-            raise ValueError(
-                f"config.json: 'num_attention_heads' ({heads}) does not "
-                f"divide 'hidden_size' ({hidden}) and there is no "
-                "'head_dim'")
-        head_dim = hidden // heads
-    if not isinstance(head_dim, int) or head_dim < 1:
-        raise ValueError(f"config.json: 'head_dim' must be a positive "
-                         f"integer, got {head_dim!r}")
-    return head_dim
 
 
 def _llama_like(cfg: dict, kind: str, name: str) -> Arch:

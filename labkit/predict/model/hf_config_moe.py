@@ -39,13 +39,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from labkit.predict.model.arch import Arch
+from labkit.predict.model.hf_fields import _heads
+from labkit.predict.model.hf_fields import _int as positive
+from labkit.predict.model.record import Arch
 
 FAMILIES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3")
 
 
 def _int(cfg, key, default=None, low=1):
-    from labkit.predict.model.hf_config import _int as positive
     v = cfg.get(key, default)
     if low == 0 and v == 0:
         return 0
@@ -88,7 +89,6 @@ def read(cfg: dict, source) -> Arch:
 
 
 def _gqa(cfg, kind, c) -> dict:
-    from labkit.predict.model.hf_config import _heads
     heads = c["heads"]
     kv = _int(cfg, "num_key_value_heads", 8 if kind == "mixtral" else heads)
     if heads % kv:

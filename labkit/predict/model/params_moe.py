@@ -23,8 +23,8 @@ from __future__ import annotations
 
 
 def _p():
-    from labkit.predict.model import params   # the helpers; no import circle
-    return params
+    from labkit.predict.model import tensors   # the dense pieces
+    return tensors
 
 
 def attention(a, p: str) -> list:
@@ -72,7 +72,7 @@ def layer_tensors(a, i: int) -> list:
         dense = a.with_(experts=0, top_k=0, shared_experts=0,
                         shared_ffn=0, shared_gate=False, expert_groups=0,
                         group_top_k=0)
-        t = [x for x in P.layer_tensors(dense, i) if ".mlp." not in x[0]]
+        t = [x for x in P.layer(dense, i) if ".mlp." not in x[0]]
     else:
         t = P._norm(f"{p}.input_layernorm", h, a) + attention(a, p)
         t += P._norm(f"{p}.post_attention_layernorm", h, a)

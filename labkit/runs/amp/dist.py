@@ -82,7 +82,7 @@ def sharded_scaler(a, args, ctx):
     scaler = ShardedGradScaler(device=ctx.device.type,
                                init_scale=args.init_scale,
                                growth_interval=args.growth_interval)
-    from labkit.runs.precision import scaled_steps
+    from labkit.runs.amp.steps import scaled_steps
     return scaled_steps(model, opt, scaler,
                         lambda s: _data(a, args, ctx, s), args.scaler_steps)
 
