@@ -102,7 +102,7 @@ def zero(profile, world_size, model, steps, global_batch, variants, fsdp,
     from labkit.launch import pick_backend
     from labkit.nn.model import GPTConfig
     from labkit.training.wrap import check_strategy
-    from labkit.training.zero_config import VARIANTS, variant
+    from labkit.predict.zero import VARIANTS, variant
 
     config = GPTConfig(**model)
     on_gpu = _profile(profile)

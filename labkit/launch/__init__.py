@@ -41,6 +41,11 @@ anything starts), :mod:`~labkit.launch.rendezvous` (one node or several),
 :mod:`~labkit.launch.reaper` and :mod:`~labkit.launch.guard` (start and
 end the process tree), :mod:`~labkit.launch.report` (what a failure
 says), :mod:`~labkit.launch.cli` (the command line).
+
+The package: the guard, rendezvous, reaper and report are its submodules,
+which never import this ``__init__``. It imports only ``labkit.launch.*``,
+``labkit.rehearse.node`` and the standard library; the rehearsal, above
+it, is loaded by name (:data:`REHEARSAL`).
 """
 from __future__ import annotations
 

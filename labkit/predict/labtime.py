@@ -105,11 +105,11 @@ NVME_CELL = ("zero3_nvme",)   # lab 4's optional GPU cell (catches failure)
 
 
 def variant_ops(name: str) -> list[str]:
-    """The DeepSpeed ops one ``labkit.training.zero_config`` variant JIT-compiles:
+    """The DeepSpeed ops one ``labkit.predict.zero`` variant JIT-compiles:
     ``async_io`` for NVMe offload, ``cpu_adam`` for DeepSpeed's optimizer
     over offloaded states. A client ``torch.optim.Adam`` (every variant but
     ``zero3_nvme``) compiles nothing, offload or not."""
-    from labkit.training.zero_config import VARIANTS
+    from labkit.predict.zero import VARIANTS
     v = VARIANTS[name]
     offloads = (v.get("offload_optimizer", "none"),
                 v.get("offload_param", "none"))

@@ -25,6 +25,10 @@ Files: ``preflight_check.py`` (a line; ranks a profile asks for),
 ``preflight_gpu.py`` and ``preflight_memory.py`` (GPUs, memory per lab),
 ``preflight_software.py`` (torch, DeepSpeed), ``preflight_link.py``
 (interconnect, probe); host RAM, disk and the table are here.
+
+The package: ``check`` (the Check record), ``gpu``, ``link``, ``memory``
+and ``software``; they import ``check`` and the launcher's lower modules,
+never this ``__init__``.
 """
 from __future__ import annotations
 

@@ -79,7 +79,7 @@ def deepspeed_zero3_save(config, ctx, a, out: Path) -> dict:
     from deepspeed.utils.zero_to_fp32 import (
         get_fp32_state_dict_from_zero_checkpoint)
     from labkit.runs.zero import skip_shm_op
-    from labkit.training.zero_config import variant
+    from labkit.predict.zero import variant
 
     if not ctx.is_cuda:
         skip_shm_op()     # nothing to compile on CPU (lab 4)

@@ -7,7 +7,7 @@
     # the same with DeepSpeed's own launcher (it passes --local_rank)
     deepspeed --num_gpus 2 --module labkit.runs.zero --variants zero3
 
-For each variant (a name from ``labkit.training.zero_config.VARIANTS``) every rank
+For each variant (a name from ``labkit.predict.zero.VARIANTS``) every rank
 builds the same model from the same seed, hands it to
 ``deepspeed.initialize`` with the JSON of its :class:`ZeroConfig` and a
 plain ``torch.optim.Adam`` (``labkit.training.train.make_optimizer``), and trains
@@ -48,7 +48,7 @@ from labkit.nn.model import (add_shape_arguments, build, config_from_args,
                          count_params, GPTConfig, rank_batches)
 from labkit.training.train import (LR, make_optimizer, mean_over_ranks,
                           reference_losses, timed_steps, train_step)
-from labkit.training.zero_config import VARIANTS, ZeroConfig, variant
+from labkit.predict.zero import VARIANTS, ZeroConfig, variant
 
 
 def skip_shm_op() -> bool:

@@ -8,6 +8,9 @@
   plus the terms DeepSpeed adds (``expected_bytes``, ``volume_units``);
 - :mod:`labkit.measure.zero.estimators`: DeepSpeed's memory estimators as
   the ledger plus named terms (``estimator_rows``, ``ledger_terms``).
+
+The folder's modules import ``labkit.predict`` and one another, never
+this ``__init__``.
 """
 from labkit.measure.zero.estimators import (  # noqa: F401
     DOC_ZERO2_EXAMPLE, DOC_ZERO3_EXAMPLE, GIB, deepspeed_defaults,

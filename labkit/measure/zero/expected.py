@@ -16,7 +16,7 @@ def expected_bytes(cfg: dict, numels: list[int], world_size: int,
                    grad_accum_dtype: str | None = None) -> dict:
     """The ledger for a DeepSpeed run, plus the terms DeepSpeed adds.
 
-    ``cfg`` is a :class:`labkit.training.zero_config.ZeroConfig` as a dict,
+    ``cfg`` is a :class:`labkit.predict.zero.ZeroConfig` as a dict,
     ``numels`` the sizes of the model's parameters in order, and
     ``no_grad_input_numels`` those of modules whose input carries no
     gradient (the token embeddings). For the snapshot taken at the end of

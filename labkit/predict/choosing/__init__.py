@@ -29,6 +29,9 @@ architecture record with a sequence length
 both are priced through the record. Layouts are ranked by predicted step
 time; ``--all`` lists the infeasible ones with the reason. The command line
 is :mod:`labkit.predict.choosing.plan_cli`.
+
+The folder: ``cluster``, ``layout_cost``, ``plan_moe`` and the command
+line ``plan_cli``. Pure Python.
 """
 from __future__ import annotations
 

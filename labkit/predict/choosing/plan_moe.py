@@ -187,7 +187,7 @@ def main(args, a=None) -> int:
     import json
     import sys
 
-    from labkit import arch
+    from labkit.predict.model import arch
     a = a if a is not None else arch.from_hf_config(args.hf_config)
     seq = args.seq or 4096
     lays = plan(a, args.gpus, args.gpus_per_node, args.gpu, args.batch,

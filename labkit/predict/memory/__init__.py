@@ -14,7 +14,7 @@ are all reachable from here, as the chapters and labs use them
   with mixed-precision Adam, partitioned over the N_d data-parallel ranks
   term by term as the ZeRO stage rises): :func:`bytes_per_param`,
   :func:`ledger`;
-- :mod:`labkit.predict.memory.verdict`: whether they fit, the fewest GPUs,
+- :mod:`labkit.predict.memory.fitting`: whether they fit, the fewest GPUs,
   or the offload that fits: :func:`verdict`, :func:`smallest_gpus`;
 - :mod:`labkit.predict.memory.activation_budget`: activations, a separate term
   (Korthikanti et al. 2022, Table 2), see
@@ -23,6 +23,9 @@ are all reachable from here, as the chapters and labs use them
 
 All sizes are bytes; the command line prints GB = 1e9 bytes (not GiB), as
 the ZeRO paper and the course do.
+
+The folder: ``states`` (the ledger of model states), ``fitting`` (what
+fits), ``activation_budget`` (Korthikanti's closed form). Pure Python.
 """
 from __future__ import annotations
 
@@ -35,7 +38,7 @@ from labkit.predict.memory.activation_budget import (  # noqa: F401 (re-exported
 from labkit.predict.memory.states import (  # noqa: F401 (re-exported)
     FSDP_STRATEGIES, OFFLOADS, OPTIMIZERS, PRECISIONS, STRATEGIES, ZERO_STAGE,
     BytesPerParam, Ledger, bytes_per_param, ledger)
-from labkit.predict.memory.verdict import (  # noqa: F401 (re-exported)
+from labkit.predict.memory.fitting import (  # noqa: F401 (re-exported)
     fits, smallest_gpus, verdict)
 from labkit.predict.model.params import gpt_params  # noqa: F401 (re-exported)
 

@@ -35,6 +35,9 @@ Communication per step and per rank (payload bytes, as
   TP-local parameters: every unit all-gathered before its forward and
   again before its backward, its gradients reduce-scattered (ZeRO-3,
   ``3 Phi`` with ``Phi`` now the TP-local size).
+
+The folder: ``arch`` (any architecture record on the mesh), which
+imports this ``__init__``; this never imports it. Pure Python.
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ This file is the command line; the answers live one concept per file and
 are all reachable from here, as the labs and chapters use them
 (``sharding.step_comm``, ``sharding.overlap``, ``sharding.predict_calls``):
 
-- :mod:`labkit.predict.sharding.volume`: the collectives of a step per
+- :mod:`labkit.predict.sharding.traffic`: the collectives of a step per
   strategy and their volume in units of Phi (:func:`step_comm`,
   :func:`units_of_phi`, :func:`volume`; Rajbhandari et al. 2020, "ZeRO",
   Sec. 7; Zhao et al. 2023, "PyTorch FSDP", Sec. 3.2.2 for HYBRID_SHARD);
@@ -19,6 +19,10 @@ are all reachable from here, as the labs and chapters use them
 - :mod:`labkit.predict.sharding.calls`: exact per-call sizes for a real
   model (with FSDP's padding and DDP's buckets, and which calls stay
   inside a node).
+
+The folder: ``traffic``, ``calls``, ``timing``, ``names`` and
+``accumulation``; they import one another and ``labkit.predict``, never
+this ``__init__``. Pure Python.
 """
 from __future__ import annotations
 
@@ -35,7 +39,7 @@ from labkit.predict.sharding.calls import (  # noqa: F401 (re-exported)
     summarize)
 from labkit.predict.sharding.timing import (  # noqa: F401 (re-exported)
     GPU_PEAK_FLOPS, comm_time, overlap)
-from labkit.predict.sharding.volume import (  # noqa: F401 (re-exported)
+from labkit.predict.sharding.traffic import (  # noqa: F401 (re-exported)
     Comm, step_comm, units_of_phi, volume)
 from labkit.predict.sharding.names import (ALIASES, PHI_UNITS,  # noqa
                                            STRATEGIES, _positive,

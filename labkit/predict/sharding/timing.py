@@ -4,7 +4,7 @@
     overlap(7e9, 8, "full_shard", tokens_per_gpu=16384)["exposed_s"]
 
 :func:`comm_time` prices each collective of
-:func:`labkit.predict.sharding.volume.step_comm` with the ring alpha-beta
+:func:`labkit.predict.sharding.traffic.step_comm` with the ring alpha-beta
 model of :mod:`labkit.predict.collectives`; :func:`overlap` sets them
 against the compute of the step, 6 N FLOPs per token (Kaplan et al. 2020,
 "Scaling Laws for Neural Language Models", Sec. 2.1), phase by phase.
@@ -13,7 +13,7 @@ Pure Python.
 from __future__ import annotations
 
 from labkit.predict.collectives import collective_time, get_link
-from labkit.predict.sharding.volume import Comm, step_comm
+from labkit.predict.sharding.traffic import Comm, step_comm
 from labkit.predict.sharding.names import _positive
 
 

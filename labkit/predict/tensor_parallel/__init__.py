@@ -39,6 +39,8 @@ Sizes follow :mod:`labkit.measure.collectives`: a collective's *payload* is
 the logical tensor size (all-reduce: the tensor; all-gather: the gathered
 output; reduce-scatter: the input), the wire bytes come from
 :func:`labkit.predict.collectives.ring_bytes_sent`.
+
+The folder: ``gqa`` (how the KV heads split). Pure Python.
 """
 from __future__ import annotations
 

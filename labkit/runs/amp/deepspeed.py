@@ -4,7 +4,7 @@
         --parts deepspeed
 
 ZeRO-3 (every parameter partitioned, none kept whole: the
-``zero3_no_persist`` variant of :mod:`labkit.training.zero_config`) with
+``zero3_no_persist`` variant of :mod:`labkit.predict.zero`) with
 ``"bf16": {"enabled": true}`` and a torch AdamW: one step, then the bytes
 each rank holds by category (:func:`labkit.measure.zero.state.state_bytes`:
 bf16 weight partitions, gradients, the fp32 master partition and Adam's
@@ -24,7 +24,7 @@ def deepspeed_bf16(a, args, ctx, data) -> dict:
 
     from labkit.measure.zero.state import state_bytes
     from labkit.runs.zero import skip_shm_op
-    from labkit.training.zero_config import variant
+    from labkit.predict.zero import variant
     skip_shm_op()   # never used in training; spares its JIT build
     cfg = variant("zero3_no_persist", world_size=ctx.world_size,
                   micro_batch=args.micro_batch, precision="bf16", lr=1e-3)

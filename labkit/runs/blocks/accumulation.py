@@ -128,7 +128,7 @@ def deepspeed_accumulation(config, ctx, micro_batch, k,
     gradient- and weight-sized collectives of one step (the scalar
     all-reduces of its overflow and norm checks left out)."""
     from labkit.runs.zero import skip_shm_op
-    from labkit.training.zero_config import ZeroConfig
+    from labkit.predict.zero import ZeroConfig
     skip_shm_op()
     import deepspeed
     rows = []

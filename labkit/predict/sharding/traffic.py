@@ -1,6 +1,6 @@
 """The collectives of one data-parallel step and their volume (pure Python).
 
-    from labkit.predict.sharding.volume import step_comm, units_of_phi
+    from labkit.predict.sharding.traffic import step_comm, units_of_phi
     units_of_phi(step_comm(7e9, 8, "zero3"), 7e9)    # 3.0
 
 Per rank and step, with Phi the bytes of one full copy of the parameters

@@ -1,6 +1,6 @@
 """Does a model's training fit: the fewest GPUs, or the offload that fits.
 
-    from labkit.predict.memory.verdict import smallest_gpus, verdict
+    from labkit.predict.memory.fitting import smallest_gpus, verdict
     smallest_gpus(70e9, 80e9, "zero3")      # 14: 16 Psi / 14 <= 80 GB
     verdict(70e9, 8, 80e9, "zero3")         # {"fits": False, ...}
 

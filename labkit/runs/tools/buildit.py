@@ -1,6 +1,6 @@
 """The rank side of a build-it part: import the student's file, run the harness.
 
-    torchrun --nproc-per-node 2 -m labkit.runs.buildit --lab sharding \
+    torchrun --nproc-per-node 2 -m labkit.runs.tools.buildit --lab sharding \
         --config '{}' --code student.py [other.py ...]
 
 Every rank imports each ``--code`` file by path and calls

@@ -1,6 +1,6 @@
 """A small dataclass that writes DeepSpeed's JSON configuration.
 
-    from labkit.training.zero_config import ZeroConfig, variant
+    from labkit.predict.zero import ZeroConfig, variant
     cfg = variant("zero3_offload_opt", world_size=2)
     cfg.to_json()          # the dict given to deepspeed.initialize(config=...)
 
