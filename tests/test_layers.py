@@ -6,6 +6,7 @@ fail on an upward import added to a copy of the package."""
 import ast
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -184,3 +185,39 @@ def test_a_circle_is_found(tmp_path):
     found = [c for c in cycles(labkit_graph(root)) if c not in KNOWN_CYCLES]
     assert any({"labkit.predict.model.arch",
                 "labkit.predict.model.record"} <= set(c) for c in found)
+
+
+DOC = ROOT / "docs" / "architecture.md"
+
+
+def _block(marker: str) -> list[str]:
+    text = DOC.read_text()
+    start = text.index(f"<!-- {marker}: checked by tests/test_layers.py -->")
+    lines = text[start:].splitlines()[1:]
+    out = []
+    for line in lines[1 if lines[0].startswith("```") else 0:]:
+        if line.startswith("```") or (out and not line.strip()):
+            break
+        out.append(line)
+    return out
+
+
+def test_architecture_picture_lists_every_folder():
+    drawn = {line.split()[0].rstrip("/") for line in _block("folders")}
+    real = {"scripts", "labkit"} | {
+        d.parent.relative_to(ROOT).as_posix()
+        for d in (ROOT / "labkit").rglob("__init__.py")}
+    assert drawn == real
+
+
+def test_architecture_table_names_what_exists():
+    rows = [r for r in _block("chapters") if r.startswith("| ")][1:]
+    assert len(rows) == len(list((ROOT / "book").glob("[0-9][0-9]_*.md")))
+    for row in rows:
+        chapter, lab, *mods = [c.strip() for c in row.strip("|").split("|")]
+        assert (ROOT / "book" / f"{chapter}.md").exists(), chapter
+        assert lab == "-" or (ROOT / "labs" / f"{lab}.ipynb").exists(), lab
+        for name in re.findall(r"`(labkit[\w.]*)`", " ".join(mods)):
+            path = ROOT / name.replace(".", "/")
+            assert path.with_suffix(".py").exists() or (
+                path / "__init__.py").exists(), name
