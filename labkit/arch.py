@@ -9,4 +9,5 @@ read it too; Hugging Face ``config.json`` files are read by
     python -m labkit params --hf-config config.json --json
 """
 from labkit.predict.model.arch import *  # noqa: F401,F403
-from labkit.predict.model.arch import PRESETS, Arch, from_hf_config  # noqa: F401
+from labkit.predict.model.arch import (  # noqa: F401
+    PRESETS, Arch, from_hf_config)

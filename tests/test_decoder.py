@@ -11,7 +11,7 @@ import torch
 
 from labkit import arch as A
 from labkit.nn.model import (GPTConfig, arch_of, batch, build, build_arch,
-                          count_params)
+                             count_params)
 from labkit.predict.model import params as P
 
 CONFIGS = Path(__file__).resolve().parent / "data" / "hf_configs"

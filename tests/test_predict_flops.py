@@ -6,9 +6,9 @@ import sys
 import pytest
 
 from labkit.predict.model.flops import (PEAKS, hardware_flops, matmul_params,
-                                  megatron_params, model_flops,
-                                  palm_flops_per_token, peak_tflops, report,
-                                  training_days)
+                                        megatron_params, model_flops,
+                                        palm_flops_per_token, peak_tflops,
+                                        report, training_days)
 from labkit.predict.model import flops as FL
 from labkit.predict.memory import gpt_params
 

@@ -13,7 +13,7 @@ from labkit.launch import launch
 from labkit.nn.model import GPTConfig
 from labkit.predict import activations as A
 from labkit.predict.sharding.accumulation import (step_calls, summary,
-                                         unsharded_grad_bytes)
+                                                  unsharded_grad_bytes)
 from labkit.predict.fit import Config, HEADROOM, per_rank_bytes, unit_shapes
 
 pytestmark = pytest.mark.distributed

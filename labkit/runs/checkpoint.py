@@ -40,15 +40,17 @@ from pathlib import Path
 import torch
 import torch.distributed as tdist
 import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint.state_dict import (
-    StateDictOptions, get_model_state_dict, get_state_dict, set_state_dict)
+from torch.distributed.checkpoint.state_dict import (StateDictOptions,
+                                                     get_model_state_dict,
+                                                     get_state_dict,
+                                                     set_state_dict)
 
 from labkit import dist
 from labkit.checkpoint import (atomic_step_dir, check_meta,
                                latest_checkpoint, newest_good_checkpoint,
                                require_under_build)
-from labkit.nn.model import (add_shape_arguments, batch, build, check_shardable,
-                          config_from_args, local_batch)
+from labkit.nn.model import (add_shape_arguments, batch, build,
+                             check_shardable, config_from_args, local_batch)
 from labkit.training.train import make_optimizer, mean_over_ranks
 from labkit.training.wrap import wrap
 

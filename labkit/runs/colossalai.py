@@ -33,7 +33,7 @@ from labkit import device, dist
 from labkit.measure.collectives import CollectiveCounter
 from labkit.measure.memory import unique_bytes
 from labkit.nn.model import (add_shape_arguments, build, config_from_args,
-                          count_params, rank_batches, sharding_units)
+                             count_params, rank_batches, sharding_units)
 from labkit.runs.cai.patches import NEEDS, apply
 from labkit.training.train import LR, make_optimizer, mean_over_ranks
 

@@ -46,8 +46,9 @@ from labkit import device as D
 from labkit import dist
 from labkit.measure.memory import (activation_bytes, model_state_bytes,
                                    unsharded_param_bytes)
-from labkit.nn.model import (add_shape_arguments, batch, build, config_from_args,
-                         count_params, GPTConfig, local_batch)
+from labkit.nn.model import (add_shape_arguments, batch, build,
+                             config_from_args, count_params, GPTConfig,
+                             local_batch)
 from labkit.training.train import mean_over_ranks, setup
 from labkit.training.wrap import STRATEGIES, autocast
 

@@ -43,13 +43,13 @@ from labkit import device as D
 from labkit import dist
 from labkit.measure.collectives import CollectiveCounter
 from labkit.nn.model import (add_shape_arguments, arch_of, batch, build,
-                          config_from_args, local_batch, sharding_units)
+                             config_from_args, local_batch, sharding_units)
 from labkit.predict.tensor_parallel.gqa import kv_split
 from labkit.runs.tp import kv_copies
 from labkit.runs.tp.layers import separate_qkv
 from labkit.runs.tp.llama import grad_rel_diff
-from labkit.training.train import (make_optimizer, mean_over_ranks, reference_losses,
-                          train_step)
+from labkit.training.train import (make_optimizer, mean_over_ranks,
+                                   reference_losses, train_step)
 
 
 def parse_layout(text: str, world_size: int | None = None) -> dict:

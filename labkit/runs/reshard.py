@@ -33,7 +33,7 @@ import torch.distributed.checkpoint as dcp
 from labkit import dist
 from labkit.checkpoint import META, check_meta, require_under_build
 from labkit.nn.model import (add_shape_arguments, build, check_shardable,
-                          config_from_args, local_batch)
+                             config_from_args, local_batch)
 from labkit.runs.checkpoint import Sampler, load, probe, save
 from labkit.training.train import make_optimizer, train_step
 from labkit.training.wrap import wrap

@@ -49,9 +49,10 @@ import torch.distributed as tdist
 from labkit import dist
 from labkit.measure.collectives import CollectiveCounter
 from labkit.nn.model import (add_shape_arguments, build, config_from_args,
-                         count_params, GPTConfig, rank_batches,
-                         sharding_units)
-from labkit.training.train import make_optimizer, mean_over_ranks, setup, train_step
+                             count_params, GPTConfig, rank_batches,
+                             sharding_units)
+from labkit.training.train import (make_optimizer, mean_over_ranks, setup,
+                                   train_step)
 from labkit.training.wrap import STRATEGIES, autocast, check_strategy
 
 

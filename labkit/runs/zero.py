@@ -45,9 +45,9 @@ from labkit import device as D
 from labkit import dist
 from labkit.measure.collectives import CollectiveCounter
 from labkit.nn.model import (add_shape_arguments, build, config_from_args,
-                         count_params, GPTConfig, rank_batches)
+                             count_params, GPTConfig, rank_batches)
 from labkit.training.train import (LR, make_optimizer, mean_over_ranks,
-                          reference_losses, timed_steps, train_step)
+                                   reference_losses, timed_steps, train_step)
 from labkit.predict.zero import VARIANTS, ZeroConfig, variant
 
 

@@ -17,7 +17,8 @@ explains the two views).
 """
 from __future__ import annotations
 
-from labkit.measure.trace.intervals import clip, intersect, subtract, total, union
+from labkit.measure.trace.intervals import (clip, intersect, subtract, total,
+                                            union)
 from labkit.measure.trace.kineto import Trace
 
 ORDER = {"gpu": ("compute", "communication", "other", "data"),

@@ -46,8 +46,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from labkit.measure.trace.hta_breakdown import (
-    COMMUNICATION, COMPUTATION, kernel_type)
+from labkit.measure.trace.hta_breakdown import (COMMUNICATION, COMPUTATION,
+                                                kernel_type)
 from labkit.measure.trace.intervals import subtract, union
 from labkit.measure.trace.stream import (  # noqa: F401 (re-exported)
     _gc_paused, load, open_trace, trace_files)

@@ -38,7 +38,8 @@ from __future__ import annotations
 
 from labkit.measure.trace import hta_breakdown as H
 from labkit.measure.trace.cpu_window import idle_gaps, split
-from labkit.measure.trace.intervals import clip, intersect, subtract, total, union
+from labkit.measure.trace.intervals import (clip, intersect, subtract, total,
+                                            union)
 from labkit.measure.trace.kineto import KIND_OF_TYPE, Trace
 from labkit.measure.trace.step_facts import step_facts
 

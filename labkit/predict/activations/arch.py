@@ -40,8 +40,9 @@ Biases are covered (autocast casts them too); per-head Q/K norms are not.
 """
 from __future__ import annotations
 
-from labkit.predict.activations.ledger import (
-    DEVICES, PRECISIONS, RECOMPUTE, Saved, _dtypes, gpt_block_saved, total)
+from labkit.predict.activations.ledger import (DEVICES, PRECISIONS, RECOMPUTE,
+                                               Saved, _dtypes, gpt_block_saved,
+                                               total)
 
 __all__ = ["block_saved", "saved", "total"]
 

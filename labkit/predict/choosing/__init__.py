@@ -38,11 +38,12 @@ from __future__ import annotations
 from labkit.predict.model import flops as _flops
 from labkit.predict.pipeline_parallel import partition as _part
 from labkit.predict.pipeline_parallel import stage_bytes as _sb
-from labkit.predict.choosing.cluster import GB, GPU, GPUS, Cluster  # noqa: F401
-from labkit.predict.choosing.layout_cost import (Assumptions, Layout,  # noqa: F401
-                                        memory, step_time)
-from labkit.predict.model.shapes import (SHAPES, ArchModel, Model,  # noqa: F401
-                                   standard_model)
+from labkit.predict.choosing.cluster import (  # noqa: F401
+    GB, GPU, GPUS, Cluster)
+from labkit.predict.choosing.layout_cost import (  # noqa: F401
+    Assumptions, Layout, memory, step_time)
+from labkit.predict.model.shapes import (  # noqa: F401
+    SHAPES, ArchModel, Model, standard_model)
 
 RECOMPUTE = _flops.RECOMPUTE
 OFFLOADS = ("none", "optimizer", "params")

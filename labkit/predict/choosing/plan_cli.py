@@ -43,7 +43,8 @@ def add_arguments(p) -> None:
         g.add_argument(f"--{k}", type=int)
     g.add_argument("--params", type=float,
                    help="e.g. 70e9: the standard shape of that size")
-    from labkit.predict.choosing import plan_moe   # mixture of experts: EP layouts
+    from labkit.predict.choosing import (  # mixture of experts: EP layouts
+        plan_moe)
     plan_moe.add_arguments(g)
     from labkit.predict.model.arch import PRESETS
     g.add_argument("--preset", choices=list(PRESETS),

@@ -200,7 +200,8 @@ def main(args, a=None) -> int:
                              if args.all else [])
     c = P.count(a)
     if args.json:   # every stage's own bytes: labkit.predict.pipeline_parallel.stage_bytes_moe
-        from labkit.predict.pipeline_parallel.stage_bytes_moe import stage_report
+        from labkit.predict.pipeline_parallel.stage_bytes_moe import (
+            stage_report)
         for x in shown:
             x["stages"] = stage_report(a, x, seq, args.micro_batch or 1,
                                        args.batch)

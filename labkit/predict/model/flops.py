@@ -42,8 +42,8 @@ from labkit.predict.gpus import (GPU_LINKS, GPU_NAMES, PEAKS,  # noqa: F401
                                  gpu_preset)
 # PaLM's per-token count and the FLOPs of any architecture record (GQA,
 # SwiGLU, experts) live in flops_arch; this module is the GPT's closed forms
-from labkit.predict.model.flops_arch import (RECOMPUTE, _positive,  # noqa: F401
-                                       arch_flops, palm_flops_per_token)
+from labkit.predict.model.flops_arch import (  # noqa: F401
+    RECOMPUTE, _positive, arch_flops, palm_flops_per_token)
 
 
 

@@ -60,7 +60,8 @@ def read(source) -> Arch:
             raise ValueError(f"config.json has {key!r} (a mixture of "
                              "experts) but no 'num_experts_per_tok'")
     kind = cfg.get("model_type")
-    from labkit.predict.model import hf_config_moe    # the MoE families live apart
+    from labkit.predict.model import (  # the MoE families live apart
+        hf_config_moe)
     if kind in hf_config_moe.FAMILIES:
         return hf_config_moe.read(cfg, source)
     if kind not in FAMILIES:

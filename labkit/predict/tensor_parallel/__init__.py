@@ -198,7 +198,8 @@ def activation_bytes(seq: int, micro_batch: int, hidden, heads: int = 0,
     """
     _positive(layers=layers)
     if isinstance(hidden, Arch):
-        from labkit.predict.pipeline_parallel.stage_bytes import layer_activation_bytes
+        from labkit.predict.pipeline_parallel.stage_bytes import (
+            layer_activation_bytes)
         return layers * layer_activation_bytes(
             hidden, seq, micro_batch, tp, sequence_parallel, recompute)
     if heads % tp:

@@ -39,7 +39,7 @@ import torch
 from labkit import dist
 from labkit.measure.memory import unique_bytes
 from labkit.nn.model import (GPTConfig, add_shape_arguments, batch,
-                          config_from_args)
+                             config_from_args)
 from labkit.runs.colossalai import plugin_list, start
 from labkit.runs.cai.patches import apply
 from labkit.training.train import make_optimizer
