@@ -7,8 +7,11 @@
 - ``labkit.runs.*``     entry modules started under torchrun, one per family.
 - ``labkit.launch``     starts a torchrun job from a notebook cell.
 - ``labkit.lab``        the predicted / measured / ratio records a lab saves.
-- ``labkit.model``      the tiny GPT all labs train.
+- ``labkit.nn.model``   the tiny GPT all labs train (``labkit.nn``: the
+  decoder and the mixture of experts; ``labkit.training``: wrap, train).
 
-Command line: ``python -m labkit --help``.
+The layers, every folder and the module behind each chapter:
+``docs/architecture.md`` (kept by ``.importlinter``). Command line:
+``python -m labkit --help``.
 """
 __version__ = "0.1.0"

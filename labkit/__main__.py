@@ -29,12 +29,12 @@ import sys
 COMMANDS = {
     "memory": ("labkit.predict.memory", "per-GPU memory ledger (ZeRO stages, FSDP, offload)"),
     "comm": ("labkit.predict.sharding", "communication volume and time per step"),
-    "flops": ("labkit.predict.flops", "parameters, FLOPs per iteration, MFU"),
-    "params": ("labkit.predict.params", "parameters of a model's config.json, per component"),
+    "flops": ("labkit.predict.model.flops", "parameters, FLOPs per iteration, MFU"),
+    "params": ("labkit.predict.model.params", "parameters of a model's config.json, per component"),
     "pipeline": ("labkit.predict.pipeline_parallel", "pipeline schedules and bubble fraction"),
     "profile": ("labkit.measure.profiling", "compute / comm / data / idle breakdown of traces"),
     "preflight": ("labkit.preflight", "is this machine what a lab profile needs? (exit 0/1/2)"),
-    "plan": ("labkit.predict.plan_cli", "rank parallel layouts: memory, step time, MFU"),
+    "plan": ("labkit.predict.choosing.plan_cli", "rank parallel layouts: memory, step time, MFU"),
     "dryrun": ("labkit.dryrun.cli", "every lab at its GPU sizes on fake tensors: bytes per rank"),
     "build": ("labkit.measure.hf_build", "any config transformers builds, on fake tensors: params, FLOPs, activations"),
 }

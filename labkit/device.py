@@ -13,7 +13,7 @@ below marked ``# CUDA only``:
 - :func:`peak_of` -- that peak from any run record (the runs modules'
   ``peak`` or Colossal-AI's ``max_memory_allocated``);
 - :func:`name`, :func:`total_memory`, :func:`sync`, :func:`reset_peak`;
-- :func:`mfu` -- tokens/s, model FLOPs per step (``labkit.predict.flops``),
+- :func:`mfu` -- tokens/s, model FLOPs per step (``labkit.predict.model.flops``),
   achieved TFLOP/s and MFU against the GPU's dense bf16 peak (None, said
   so, for a CPU or a GPU without a preset).
 """
@@ -24,7 +24,7 @@ import time
 
 import torch
 
-from labkit.predict import flops as FL
+from labkit.predict.model import flops as FL
 
 
 def is_cuda(device) -> bool:
@@ -129,7 +129,7 @@ def mfu(config, batch: int, step_s: float, device_name: str,
     """Throughput of one training step of the GPT (or its Llama-style
     twin, ``config.arch``), and its MFU.
 
-    Model FLOPs per step: ``labkit.predict.flops.model_flops`` (Korthikanti
+    Model FLOPs per step: ``labkit.predict.model.flops.model_flops`` (Korthikanti
     et al. 2022, Sec. 6); MFU: achieved model FLOP/s per GPU over the GPU's
     dense bf16 peak (PaLM, Appendix B). ``mfu`` and ``peak_tflops`` are None,
     with ``note`` saying why, on CPU or on a GPU without a preset.
@@ -137,7 +137,7 @@ def mfu(config, batch: int, step_s: float, device_name: str,
     preset = FL.gpu_preset(device_name) if device_name != "cpu" else None
     arch = None
     if getattr(config, "arch", "gpt") != "gpt":   # GQA, SwiGLU: its record
-        from labkit.model import arch_of
+        from labkit.nn.model import arch_of
         arch = arch_of(config)
     r = FL.report(config.layers, config.hidden, config.heads, config.seq,
                   config.vocab, batch, gpus=gpus, iteration_seconds=step_s,

@@ -122,22 +122,3 @@ def lab_folders(profile: str) -> list[Path]:
     folders, the checkpoints (lab 8 keeps its own under its run folder)."""
     build = Path(__file__).resolve().parent.parent / "_build"
     return [build / "labs" / profile, build / "runs", build / "checkpoints"]
-
-
-def folder_checks(profile: str, need_bytes: float = MIN_FREE) -> list:
-    """Preflight's lines (``labkit.preflight.Check``) for
-    :func:`lab_folders`: writable, and ``need_bytes`` free in each."""
-    from labkit.preflight import Check
-    checks = []
-    for folder in lab_folders(profile):
-        try:
-            check_writable(folder, need_bytes)
-            free = shutil.disk_usage(folder).free
-            checks.append(Check(f"writable {folder.name}", "ok",
-                                f"{free / 1e9:.1f} GB free at {folder}",
-                                f"writable, {need_bytes / 2**20:.0f} MiB"))
-        except ValueError as e:
-            checks.append(Check(f"writable {folder.name}", "fail", str(e),
-                                f"writable, {need_bytes / 2**20:.0f} MiB",
-                                "free space, or make _build/ writable"))
-    return checks

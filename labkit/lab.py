@@ -8,7 +8,7 @@
 
 Every record carries the device it was measured on (``cpu`` or the GPU's
 name), so that a CPU figure can never pass for a GPU figure, and, once
-saved, the run's provenance (``labkit.provenance.collect``: GPUs, versions,
+saved, the run's provenance (``labkit.results.provenance.collect``: GPUs, versions,
 date, commit, the runner's preflight summary).
 """
 from __future__ import annotations
@@ -100,7 +100,7 @@ class Results:
         return df
 
     def save(self) -> Path:
-        from labkit.provenance import collect
+        from labkit.results.provenance import collect
         import os
         prov = collect(self.profile, preflight=json.loads(
             os.environ.get("LABKIT_PREFLIGHT") or "null"))

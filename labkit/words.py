@@ -55,7 +55,7 @@ PHRASES = {
     # an op's side of the roofline (labkit.predict.roofline.bound)
     "compute-bound": "计算受限",
     "memory-bound": "访存受限",
-    # link names of labkit.predict.plan_moe: proper names in Chinese text
+    # link names of labkit.predict.choosing.plan_moe: proper names in Chinese text
     "nvlink": "NVLink",
     "infiniband": "InfiniBand",
 }

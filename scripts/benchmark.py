@@ -46,6 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT))
 import run_labs  # noqa: E402
+from bench_row import row  # noqa: E402,F401 (benchmark.row: the format)
 from bench_grading import (bench_assignments, bench_grade_class,  # noqa: E402
                            bench_load_tests)
 
@@ -69,17 +70,6 @@ def pin(cores: int) -> list[int]:
         return have
     os.sched_setaffinity(0, have[:cores])
     return have[:cores]
-
-
-def row(what: str, budget_s: float, measured_s: float | None,
-        status: str = "ok", detail: str = "") -> dict:
-    ratio = None if measured_s is None else measured_s / budget_s
-    if status == "ok" and ratio is not None and ratio > 1:
-        status = "OVER"
-    return {"what": what, "budget_s": budget_s,
-            "measured_s": None if measured_s is None else round(measured_s, 2),
-            "ratio": None if ratio is None else round(ratio, 3),
-            "status": status, "detail": detail}
 
 
 def bench_labs(only: list[str]) -> list[dict]:

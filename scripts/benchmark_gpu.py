@@ -7,7 +7,7 @@
         --heads 4 --vocab 256 --seq 32 --batch 4 --steps 3   # smoke test
 
 A benchmark, not a test (``make test`` never runs it on a GPU). It trains
-``labkit.model``'s GPT in bf16 the way large runs do: bf16 parameters,
+``labkit.nn.model``'s GPT in bf16 the way large runs do: bf16 parameters,
 gradients and activations, an fp32 master copy of the weights that fused
 Adam updates (not autocast over fp32 weights, which re-casts every weight
 each step), the loss on the bf16 logits (no fp32 copy of the
@@ -15,9 +15,9 @@ each step), the loss on the bf16 logits (no fp32 copy of the
 ran is recorded (``sdpa_backend``, from the profiled aten op) --, and
 optionally ``torch.compile``. It times ``--steps`` steps after
 ``--warmup`` with CUDA events (``labkit.device.Timer``) and reports
-tokens/s, model FLOPs per step (``labkit.predict.flops.model_flops``),
+tokens/s, model FLOPs per step (``labkit.predict.model.flops.model_flops``),
 achieved TFLOP/s and MFU against the GPU's dense bf16 peak
-(``labkit.predict.flops.PEAKS``; an unknown GPU gets no MFU, not a guess)
+(``labkit.predict.model.flops.PEAKS``; an unknown GPU gets no MFU, not a guess)
 and, beside it, the bf16 matmul ceiling measured on this GPU (``8192^3``
 GEMMs) and the fraction of it achieved ("fraction of achievable").
 
@@ -62,7 +62,7 @@ SDPA_OPS = {"_scaled_dot_product_flash_attention": "flash",
 
 
 def parse_args(argv=None):
-    from labkit.model import add_shape_arguments
+    from labkit.nn.model import add_shape_arguments
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--config", choices=sorted(CONFIGS), default="wide")
     config, _ = pre.parse_known_args(argv)
@@ -118,7 +118,7 @@ class MasterAdam:
 
 def bf16_loss(model, x, y):
     """Cross-entropy on the model's bf16 logits: no fp32 copy of them
-    (``labkit.model.GPT`` casts them to fp32 in its own loss)."""
+    (``labkit.nn.model.GPT`` casts them to fp32 in its own loss)."""
     import torch.nn.functional as F
     logits = model(x)
     return F.cross_entropy(logits.flatten(0, 1), y.flatten())
@@ -164,7 +164,7 @@ def causal_flops(batch: int, seq: int, layers: int, hidden: int,
                  vocab: int) -> float:
     """Model FLOPs of a causal step: ``model_flops`` (Narayanan et al.
     2021, Eq. 3) less half its attention core, ``12 B s^2 l h / 2``."""
-    from labkit.predict.flops import model_flops
+    from labkit.predict.model.flops import model_flops
     return (model_flops(batch, seq, layers, hidden, vocab)
             - 6.0 * batch * seq * seq * layers * hidden)
 
@@ -174,8 +174,8 @@ def main(argv=None) -> int:
     import torch
 
     from labkit import device as D
-    from labkit.model import batch, build, config_from_args, count_params
-    from labkit.train import LR, make_optimizer, maybe_compile
+    from labkit.nn.model import batch, build, config_from_args, count_params
+    from labkit.training.train import LR, make_optimizer, maybe_compile
 
     if a.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("no CUDA GPU visible: this benchmark measures one "

@@ -20,10 +20,10 @@ jupyter-cache. The build folder is cleaned first; ``--strict`` adds ``-W
 
 ``--labs-from`` also takes an archive of ``scripts/bundle_results.py``;
 with ``--partial`` a lab missing from it is shown as committed. Only a
-lab's last complete run is staged (``labkit.labruns``), never a failed,
+lab's last complete run is staged (``labkit.results.labruns``), never a failed,
 interrupted or unfinished one, and the build says which run it used when
 a newer one was left out; a truncated or damaged bundle is one line. Each lab
-page starts with its stamp (``labkit.provenance.stamp``, said in the
+page starts with its stamp (``labkit.results.provenance.stamp``, said in the
 page's language by ``book/_ext/lab_stamp.py``: where and with what it
 was measured, or that it was not run), and the absolute path of
 this checkout (and of the node's, from a bundle) is taken out of the
@@ -33,7 +33,7 @@ Each lab page links its assignment as handed out to students (the
 otter master without solutions or hidden tests: ``stage_handouts``), never
 the master.
 
-Each staged run is verified where it is read (``labkit.resultsfile``): its
+Each staged run is verified where it is read (``labkit.results.resultsfile``): its
 ``results.json`` must hold the documented records and its files the
 SHA-256 the runner stored when the lab completed. A damaged or missing
 file is named in one line and stops the build; with
@@ -42,7 +42,7 @@ so. A full or read-only build folder is one line too ("disk full at
 PATH").
 
 A build is a transaction: one build per checkout at a time (the lock
-``_build/.html.book.lock``, ``labkit.runlock``; a second build refuses in
+``_build/.html.book.lock``, ``labkit.results.runlock``; a second build refuses in
 one line, or waits with ``--wait``), and the new site is made beside the
 old one and swapped in by renames only when complete
 (``scripts/book_transaction.py``): a build that fails or is killed leaves
@@ -68,9 +68,10 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from labkit import lazy_grammar  # noqa: E402,F401  (before nbformat)
-from labkit import disk, labruns, resultsfile, runlock  # noqa: E402
+from labkit import disk
+from labkit.results import labruns, resultsfile, runlock  # noqa: E402
 from labkit.launch import checkout_pythonpath  # noqa: E402
-from labkit.provenance import of_notebook, record  # noqa: E402
+from labkit.results.provenance import of_notebook, record  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import book_zh  # noqa: E402  (the builds of the two editions)
@@ -145,7 +146,7 @@ def world_size(folder: Path) -> int | None:
 def add_stamp(nb: Path, prov: dict | None, world_size: int | None) -> None:
     """Put the stamp under the page title (the first markdown cell's H1):
     a ``{lab-stamp}`` directive holding the provenance record as JSON
-    (``labkit.provenance.record``), which ``book/_ext/lab_stamp.py`` says
+    (``labkit.results.provenance.record``), which ``book/_ext/lab_stamp.py`` says
     in the build's language (one staged notebook for both editions)."""
     import nbformat
     book = nbformat.read(nb, as_version=4)

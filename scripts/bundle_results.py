@@ -5,7 +5,7 @@
     make book PROFILE=gpu8 LABS_FROM=labs-gpu8-....tar.gz
 
 The archive holds ``<profile>/<lab>/`` for every lab run under
-``_build/labs/<profile>``: its last complete run (``labkit.labruns``; the
+``_build/labs/<profile>``: its last complete run (``labkit.results.labruns``; the
 executed notebook, ``results.json``, ``run.json``, ``parameters.json``),
 never a failed, interrupted or unfinished one: one line per lab says
 which run went in and which newer one was left out. Then
@@ -14,7 +14,7 @@ each, the SHA-256 of every file, the provenance of the run and the node's
 checkout path (the book build removes it from the pages and checks the
 sums, so a damaged copy is one clear line).
 
-Each run is verified before it goes in (``labkit.resultsfile``):
+Each run is verified before it goes in (``labkit.results.resultsfile``):
 ``results.json`` must hold the documented records, and every file must
 still match the SHA-256 the runner stored in ``run.json`` when the lab
 completed; those stored sums, not sums of whatever is on disk now, go into
@@ -36,8 +36,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from labkit import disk, labruns, resultsfile  # noqa: E402
-from labkit.provenance import git_commit  # noqa: E402
+from labkit import disk
+from labkit.results import labruns, resultsfile  # noqa: E402
+from labkit.results.provenance import git_commit  # noqa: E402
 
 KEEP = ("results.json", "run.json", "parameters.json")
 

@@ -23,7 +23,7 @@ the plan's total is <= 540 s):
    (gpu8 without the bus-bandwidth probe: one GPU cannot host 8 ranks);
 3. ``zero``: DeepSpeed ZeRO-0..3 and CPU offload at one rank, bf16, a
    small GPT, each variant's bytes checked with lab 4's explanation rule
-   (``labkit.measure.zero_expected.expected_bytes``);
+   (``labkit.measure.zero.expected.expected_bytes``);
 4. ``lab_memory``: lab 1 through the runner (``--profile gpu1 --only
    memory``);
 5. ``lab_profiling``: lab 7 on gpu1 (a profiled run, the doctor and HTA

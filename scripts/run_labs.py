@@ -10,7 +10,7 @@
 Parameters come from ``labs/profiles/<profile>.yaml`` (one section per lab,
 keyed by the lab's name without its number). For each lab the executed
 notebook and its ``results.json`` go to ``_build/labs/<profile>/<lab>/``,
-which only ever holds a complete run (``labkit.labruns``): a run writes
+which only ever holds a complete run (``labkit.results.labruns``): a run writes
 into a fresh ``<lab>.<stamp>.running/`` and is renamed ``<lab>/`` when it
 completed; the earlier run is kept, renamed with its time stamp, never
 overwritten. A lab that failed is kept as ``<lab>.<stamp>.failed``, one
@@ -33,17 +33,17 @@ limit (``labkit.launch.heartbeat.profile_stall_s``). ``--plan`` prints each lab'
 estimated minutes and cost (``labkit.predict.labtime``) and runs nothing;
 after a run, ``run.json`` holds the estimate beside the actual minutes.
 Executed notebooks and ``run.json`` carry the run's provenance
-(``labkit.provenance``); ``results_dir`` is passed relative to the
+(``labkit.results.provenance``); ``results_dir`` is passed relative to the
 project, so no absolute path of this checkout reaches the book.
 
-One runner per checkout and profile at a time (``labkit.runlock``: a lock
+One runner per checkout and profile at a time (``labkit.results.runlock``: a lock
 in ``<out>/<profile>/`` naming its holder's pid and command): a second
 runner refuses in one line, exit status 2, or waits with ``--wait``. A
 full or read-only results folder is said in one line (``labkit.disk``)
 before any lab starts; a lab that fails on one, or in any other way, is
 listed as FAILED and the runner goes on to the next lab and its summary.
 What papermill, nbclient and asyncio log in the runner goes to
-``<out>/<profile>/runner.log`` (``labkit.labfaults.runner_log``), not over
+``<out>/<profile>/runner.log`` (``labkit.results.labfaults.runner_log``), not over
 the summary: each lab's status and note already say what failed.
 """
 from __future__ import annotations
@@ -62,8 +62,9 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from labkit import lazy_grammar  # noqa: E402,F401  (before papermill)
-from labkit import disk, labruns, preflight, provenance  # noqa: E402
-from labkit import labfaults, resultsfile, runlock  # noqa: E402
+from labkit import disk, preflight
+from labkit.results import labruns, provenance  # noqa: E402
+from labkit.results import labfaults, resultsfile, runlock  # noqa: E402
 from labkit.launch import (checkout_pythonpath,  # noqa: E402
                            cuda_device_count)
 from labkit.predict import labtime  # noqa: E402

@@ -39,7 +39,7 @@ def test_causal_attention_counted_at_half_and_peak_reset(tmp_path,
     """Issue 17, defect 9: the causal core is half of Eq. 3's attention
     term; the peak is reset before the timed steps."""
     from labkit import device as D
-    from labkit.predict.flops import model_flops
+    from labkit.predict.model.flops import model_flops
     calls = []
     monkeypatch.setattr(D, "reset_peak", lambda dev: calls.append(dev))
     out = tmp_path / "mfu.json"
@@ -81,7 +81,7 @@ def test_master_adam_steps_fp32_and_no_fp32_logits_exist():
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from labkit.model import GPTConfig, batch, build
+    from labkit.nn.model import GPTConfig, batch, build
     c = GPTConfig(layers=1, hidden=32, heads=2, vocab=512, seq=16)
     model = build(c).to(torch.bfloat16)
     opt = bench.MasterAdam(model, 1e-2)

@@ -25,7 +25,7 @@ def cell_objects(tmp_path, text, names):
 @pytest.mark.parametrize("lab", sorted(NAMES))
 def test_the_key_runs_on_one_rank_in_this_process(lab, tmp_path, capsys):
     objs = cell_objects(tmp_path, key_of(solution_cell(lab)), NAMES[lab])
-    result = S.smoke(lab, *objs, ranks=False)
+    result = buildit.smoke(lab, *objs, ranks=False)
     assert len(result["ranks"]) == 1 and result["error"] is None
     assert "your code ran" in capsys.readouterr().out
     # with one rank the parameters still match the one-process reference
@@ -46,7 +46,7 @@ def test_an_error_keeps_its_traceback_and_prints_show(tmp_path, capsys):
             "        raise ValueError('my bug')\n")
     (cls,) = cell_objects(tmp_path, text, ["ShardedAdam"])
     with pytest.raises(ValueError, match="my bug") as e:
-        S.smoke("zero", cls, ranks=False)
+        buildit.smoke("zero", cls, ranks=False)
     last = e.traceback[-1]
     assert str(last.path) == str(tmp_path / "cell.py") and \
         last.lineno + 1 == 7                      # the student's line
@@ -83,7 +83,7 @@ def test_a_failing_real_run_shows_the_line_and_every_ranks_prints(
             "        if dist.get_rank() == 1:\n"
             "            raise ValueError('only on rank 1')\n")
     (cls,) = cell_objects(tmp_path, text, ["ShardedAdam"])
-    result = S.smoke("zero", cls, run_dir=tmp_path / "run")
+    result = buildit.smoke("zero", cls, run_dir=tmp_path / "run")
     out = capsys.readouterr().out
     assert "only on rank 1" in result["error"]
     assert "your line 11" in out
@@ -95,6 +95,6 @@ def test_a_failing_real_run_shows_the_line_and_every_ranks_prints(
 def test_a_ring_has_no_one_rank_run_and_says_why(capsys):
     """Ring attention needs a neighbour: gloo has no pair with itself, so
     the kernel run is skipped with its reason instead of a gloo error."""
-    assert S.smoke("context_parallel", print, ranks=False) is None
+    assert buildit.smoke("context_parallel", print, ranks=False) is None
     out = capsys.readouterr().out
     assert "not run: a ring needs two ranks" in out

@@ -13,7 +13,7 @@ sys.path.insert(0, str(ROOT / "book" / "_ext"))
 import calc_core  # noqa: E402
 import calculators  # noqa: E402
 
-from labkit.predict import arch  # noqa: E402
+from labkit.predict.model import arch  # noqa: E402
 
 
 def test_memory_and_flops_have_the_picker():

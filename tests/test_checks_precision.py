@@ -60,6 +60,6 @@ def test_ranks_backend_one_line_and_gloo_on_one_gpu(monkeypatch):
 
 
 def test_gloo_ranks_need_one_gpu():
-    from labkit.preflight_check import lab_ranks
+    from labkit.preflight.check import lab_ranks
     assert lab_ranks({"world_size": 4}) == 4
     assert lab_ranks({"world_size": 4, "ranks_backend": "gloo"}) == 1

@@ -203,7 +203,7 @@ def test_sizes_inside_the_limits_are_bounded_by_their_work(tmp_path,
 
 
 def test_an_error_inside_a_command_is_one_line(monkeypatch, capsys):
-    from labkit.predict import flops
+    from labkit.predict.model import flops
     for exc in (MemoryError(), RecursionError("deep"), ZeroDivisionError(
             "division by zero"), OSError(28, "No space left on device",
                                          "/x/y"), KeyError("k")):
@@ -218,7 +218,7 @@ def test_an_error_inside_a_command_is_one_line(monkeypatch, capsys):
 
 
 def test_the_time_limit_says_so(capsys, monkeypatch):
-    from labkit.predict import flops
+    from labkit.predict.model import flops
     monkeypatch.setattr(flops, "main", lambda a: time.sleep(5))
     os.environ["LABKIT_CLI_TIMEOUT_S"] = "0.5"
     try:

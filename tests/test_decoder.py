@@ -1,4 +1,4 @@
-"""labkit.decoder: its parameters are the record's count for every preset
+"""labkit.nn.decoder: its parameters are the record's count for every preset
 and test config (tiny sizes on CPU, real sizes on the meta device), and
 its forward pass is transformers' for the same weights (test-only oracle).
 """
@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from labkit import arch as A
-from labkit.model import (GPTConfig, arch_of, batch, build, build_arch,
-                          count_params)
-from labkit.predict import params as P
+from labkit.nn.model import (GPTConfig, arch_of, batch, build, build_arch,
+                             count_params)
+from labkit.predict.model import params as P
 
 CONFIGS = Path(__file__).resolve().parent / "data" / "hf_configs"
 
@@ -47,9 +47,9 @@ def test_gpt_preset_is_the_course_gpt():
 
 
 def test_the_gpt_is_the_decoder_with_the_gpt_names():
-    """One model: labkit.model.GPT is the decoder on the GPT preset, and
+    """One model: labkit.nn.model.GPT is the decoder on the GPT preset, and
     keeps the names its TP runs and checkpoints use (fused qkv, fc/proj)."""
-    from labkit.decoder import Decoder
+    from labkit.nn.decoder import Decoder
     m = build(GPTConfig())
     assert isinstance(m, Decoder) and m.arch.qkv_fused
     names = [n for n, _ in m.named_parameters()]

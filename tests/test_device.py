@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from labkit import device as D
-from labkit.model import GPTConfig
-from labkit.predict import flops as FL
+from labkit.nn.model import GPTConfig
+from labkit.predict.model import flops as FL
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -47,7 +47,7 @@ CUDA_LINES = {
     ("fit", "tracker = (PeakBytes(model, opt) if not ctx.is_cuda"),
     ("fit", "if not ctx.is_cuda:"),
     # DDP's device_ids: the rank's GPU under nccl, none on the CPU
-    ("zero_redundancy",
+    ("blocks.zero_redundancy",
      "model = DDP(model, device_ids=[ctx.local_rank] if ctx.is_cuda else None)"),
 }
 CUDA = re.compile(r"is_cuda|torch\.cuda\.(?!matmul)|\.type == .cuda.")
@@ -64,12 +64,14 @@ def test_gpu_tagged_cells_are_the_allow_list():
 
 def test_cuda_branches_in_runs_are_the_allow_list():
     found = set()
-    for f in sorted((ROOT / "labkit" / "runs").glob("*.py")):
-        if f.stem == "colossalai_patches":  # CPU stand-ins for CUDA calls,
-            continue                          # each cited in that module
+    runs = ROOT / "labkit" / "runs"
+    for f in sorted(runs.rglob("*.py")):
+        name = ".".join(f.relative_to(runs).with_suffix("").parts)
+        if name == "cai.patches":  # CPU stand-ins for CUDA calls,
+            continue               # each cited in that module
         for line in f.read_text().splitlines():
             if CUDA.search(line):
-                found.add((f.stem, line.strip()))
+                found.add((name, line.strip()))
     assert found == CUDA_LINES
 
 

@@ -16,7 +16,7 @@ for kind in ("flash", "mem_efficient", "cudnn"):
 assert torch.backends.cuda.math_sdp_enabled()
 import os
 assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
-from labkit.model import GPTConfig, build
+from labkit.nn.model import GPTConfig, build
 def grads():
     m = build(GPTConfig(), 0)
     x = torch.randint(0, 256, (2, 32), generator=torch.Generator().manual_seed(1))

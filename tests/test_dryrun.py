@@ -36,7 +36,7 @@ def test_mutation_bf16_qkv_bug_is_caught(monkeypatch):
     ``nn.Linear(h, h)`` (fp32, default device) beside a bf16 block. At the
     gpu8 size the dry run must fail on it."""
     import types
-    from labkit.runs import tp_layers as T  # where Q, K, V are built
+    from labkit.runs.tp import layers as T  # where Q, K, V are built
 
     def linear(i, o, device=None, dtype=None, **kw):
         return torch.nn.Linear(i, o, **kw)  # the fix's device/dtype dropped
@@ -111,9 +111,9 @@ def test_wrap_moves_the_whole_model_only_for_ddp(strategy, monkeypatch):
     """FSDP shards unit by unit and moves each unit as it shards it: the
     whole unsharded model is never moved to the GPU at once (issue 28);
     DDP's replica is."""
-    from labkit import wrap as W
+    from labkit.training import wrap as W
     from labkit.dryrun.fake import fake_world
-    from labkit.model import build
+    from labkit.nn.model import build
     moved = []
     to = torch.nn.Module.to
     monkeypatch.setattr(torch.nn.Module, "to", lambda self, *a, **k: (

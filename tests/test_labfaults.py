@@ -1,9 +1,9 @@
-"""labkit.labfaults: the runner's one-line notes and its quiet logs."""
+"""labkit.results.labfaults: the runner's one-line notes and its quiet logs."""
 import logging
 
 import pytest
 
-from labkit import labfaults
+from labkit.results import labfaults
 
 
 @pytest.fixture
@@ -58,7 +58,7 @@ def test_kernel_connection_files_stay_private_and_go(tmp_path):
     import nbformat
     import papermill as pm
 
-    from labkit import labruns
+    from labkit.results import labruns
     run = tmp_path / "fake.20261201-000000.running"
     run.mkdir()
     nb = nbformat.v4.new_notebook()

@@ -1,4 +1,4 @@
-"""labkit.labruns: a runner killed inside ``finish`` (SIGKILL between or
+"""labkit.results.labruns: a runner killed inside ``finish`` (SIGKILL between or
 after its two renames) loses no complete run: the next start keeps it
 current, or restores it and says so; a run whose lab failed and whose
 runner then died is labelled failed, not interrupted."""
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit import labruns, resultsfile
+from labkit.results import labruns, resultsfile
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORD = {"quantity": "fake", "strategy": "test data", "world_size": 1,
@@ -31,7 +31,7 @@ def _fill(run: Path, status: str, finished: str) -> None:
 KILLED = """
 import os, signal, sys
 from pathlib import Path
-from labkit import labruns
+from labkit.results import labruns
 sys.path.insert(0, {tests!r})
 from test_labruns import _fill
 run = labruns.start(Path({profile!r}), "fake")

@@ -24,7 +24,7 @@ def _leftovers(run_dir) -> list:
 
 
 def test_ok_returns_rank_records(tmp_path):
-    res = launch("labkit.runs.selftest", 2, ["--mode", "ok"], timeout=120,
+    res = launch("labkit.runs.tools.selftest", 2, ["--mode", "ok"], timeout=120,
                  run_dir=tmp_path / "run")
     assert [r["rank"] for r in res] == [0, 1]
     assert all(r["sum"] == 3.0 and r["backend"] == "gloo" for r in res)
@@ -45,7 +45,7 @@ def test_venv_path_puts_the_interpreter_bin_first_once():
 def test_crash_shows_the_failing_rank_log(tmp_path):
     run_dir = tmp_path / "run"
     with pytest.raises(LaunchError) as e:
-        launch("labkit.runs.selftest", 2, {"mode": "crash", "bad_rank": 1},
+        launch("labkit.runs.tools.selftest", 2, {"mode": "crash", "bad_rank": 1},
                timeout=120, run_dir=run_dir)
     msg = str(e.value)
     assert "failed" in msg and "deliberate crash on rank 1" in msg
@@ -63,7 +63,7 @@ def test_hang_is_killed_at_the_timeout(tmp_path):
     pick_backend(2)                           # torch imported: not timed
     t0 = time.monotonic()
     with pytest.raises(LaunchError, match="timed out after 20 s"):
-        launch("labkit.runs.selftest", 2, {"mode": "hang"}, timeout=20,
+        launch("labkit.runs.tools.selftest", 2, {"mode": "hang"}, timeout=20,
                run_dir=run_dir)
     assert _leftovers(run_dir) == []
     assert time.monotonic() - t0 >= 20
@@ -76,7 +76,7 @@ def test_non_empty_run_dir_is_refused_and_kept(tmp_path):
     (mine / "keep.txt").write_text("someone's results")
     with pytest.raises(ValueError, match="not empty and was not made by "
                        "labkit.launch: nothing was deleted"):
-        launch("labkit.runs.selftest", 2, timeout=5, run_dir=mine)
+        launch("labkit.runs.tools.selftest", 2, timeout=5, run_dir=mine)
     assert [f.name for f in mine.iterdir()] == ["keep.txt"]
     # a folder an earlier launch made is emptied and reused
     made = tmp_path / "made"
@@ -89,7 +89,7 @@ def test_non_empty_run_dir_is_refused_and_kept(tmp_path):
 @pytest.mark.parametrize("nproc", [0, -1, 1.5, "2"])
 def test_bad_world_size_fails_before_start(nproc):
     with pytest.raises(ValueError, match="world size"):
-        launch("labkit.runs.selftest", nproc, timeout=5)
+        launch("labkit.runs.tools.selftest", nproc, timeout=5)
 
 
 def test_gpu_profile_without_gpus_fails_before_start():
@@ -101,7 +101,7 @@ def test_gpu_profile_without_gpus_fails_before_start():
 
 def test_every_launch_needs_a_timeout():
     with pytest.raises(ValueError, match="timeout"):
-        launch("labkit.runs.selftest", 2, timeout=0)
+        launch("labkit.runs.tools.selftest", 2, timeout=0)
 
 
 @pytest.mark.parametrize("kw,message", [
@@ -114,7 +114,7 @@ def test_every_launch_needs_a_timeout():
 ])
 def test_bad_nodes_fail_before_start(kw, message, tmp_path):
     with pytest.raises(ValueError, match=message):
-        launch("labkit.runs.selftest", 2, timeout=5, run_dir=tmp_path / "r",
+        launch("labkit.runs.tools.selftest", 2, timeout=5, run_dir=tmp_path / "r",
                **kw)
     assert not (tmp_path / "r").exists()
 
@@ -125,7 +125,7 @@ def test_unreachable_rendezvous_names_host_and_port(tmp_path):
     t0 = time.monotonic()
     with pytest.raises(LaunchError, match=f"127.0.0.1:{port} unreachable "
                        "for 3 s"):
-        launch("labkit.runs.selftest", 2, timeout=3, nnodes=2, node_rank=1,
+        launch("labkit.runs.tools.selftest", 2, timeout=3, nnodes=2, node_rank=1,
                rdzv_endpoint=f"127.0.0.1:{port}", run_dir=tmp_path / "r")
     # given up at its 3 s (the message), not before; the time after it is
     # the machine's (one that waits on torchrun's own rendezvous timeout
@@ -150,7 +150,7 @@ def test_command_line_bad_nodes_one_line_exit_2():
                              f"127.0.0.1:{taken.getsockname()[1]}",
                              "--timeout", "60"], "address already in use")):
         r = subprocess.run([sys.executable, "-m", "labkit.launch",
-                            "labkit.runs.selftest", "--nproc", "2", *extra],
+                            "labkit.runs.tools.selftest", "--nproc", "2", *extra],
                            cwd=ROOT, capture_output=True, text=True,
                            timeout=120)
         assert r.returncode == 2 and message in r.stderr, r.stderr
@@ -161,7 +161,7 @@ def test_command_line_bad_nodes_one_line_exit_2():
 def test_missing_interpreter_fails_before_start(tmp_path):
     run_dir = tmp_path / "run"
     with pytest.raises(ValueError, match="no Python interpreter"):
-        launch("labkit.runs.selftest", 2, timeout=5, run_dir=run_dir,
+        launch("labkit.runs.tools.selftest", 2, timeout=5, run_dir=run_dir,
                python=tmp_path / "no-such-python")
     assert not run_dir.exists()
 
@@ -193,7 +193,7 @@ def test_one_node_launch_tries_another_port_when_its_port_is_taken(
     real = rendezvous.free_port
     monkeypatch.setattr(rendezvous, "free_port", pick)
     try:
-        res = launch("labkit.runs.selftest", 2, ["--mode", "ok"],
+        res = launch("labkit.runs.tools.selftest", 2, ["--mode", "ok"],
                      timeout=120, run_dir=tmp_path / "r")
     finally:
         taken.close()

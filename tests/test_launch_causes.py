@@ -96,7 +96,7 @@ def _pid_of(run_dir: Path, rank: int, timeout=120) -> int:
 
 
 def _hang(run_dir, **kw):
-    return launch("labkit.runs.selftest", 2, {"mode": "hang", "bad_rank": 0},
+    return launch("labkit.runs.tools.selftest", 2, {"mode": "hang", "bad_rank": 0},
                   timeout=120, run_dir=run_dir, **kw)
 
 
@@ -157,7 +157,7 @@ def test_a_symlinked_run_dir_is_refused(tmp_path):
     (tmp_path / "real").mkdir()
     (tmp_path / "link").symlink_to(tmp_path / "real")
     with pytest.raises(ValueError, match="is a symbolic link"):
-        launch("labkit.runs.selftest", 2, {"mode": "ok"}, timeout=60,
+        launch("labkit.runs.tools.selftest", 2, {"mode": "ok"}, timeout=60,
                run_dir=tmp_path / "link")
 
 
@@ -165,7 +165,7 @@ def test_a_symlinked_run_dir_is_refused(tmp_path):
                                      "300"])
 def test_a_launch_timeout_must_be_finite_and_positive(timeout):
     with pytest.raises(ValueError, match="finite positive timeout"):
-        launch("labkit.runs.selftest", 2, {"mode": "ok"}, timeout=timeout)
+        launch("labkit.runs.tools.selftest", 2, {"mode": "ok"}, timeout=timeout)
 
 
 def test_a_rank_that_printed_nothing_is_still_in_the_report(tmp_path):

@@ -17,7 +17,7 @@ from labkit.measure.hang import orphans
 pytestmark = pytest.mark.distributed
 
 HANG = ("from labkit.launch import launch\n"
-        "launch('labkit.runs.selftest', 2, {{'mode': 'hang'}}, timeout=600, "
+        "launch('labkit.runs.tools.selftest', 2, {{'mode': 'hang'}}, timeout=600, "
         "run_dir={!r})\n")
 GONE_WITHIN_S = 10.0
 

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from labkit.measure.activations import as_multiset, hooked_bytes, measure
-from labkit.model import GPTConfig, batch, build
+from labkit.nn.model import GPTConfig, batch, build
 from labkit.predict import activations as A
-from labkit.recompute import apply
+from labkit.training.recompute import apply
 
 
 @pytest.mark.parametrize("precision", A.PRECISIONS)

@@ -1,5 +1,5 @@
 """The Llama-style block's activation ledger against the storages a
-forward of labkit.decoder really keeps (one process, CPU): fp32, bf16
+forward of labkit.nn.decoder really keeps (one process, CPU): fp32, bf16
 autocast and bf16 weights (FSDP's mixed precision), recompute none, full
 and selective; tensor by tensor (dtype, bytes)."""
 import pytest
@@ -7,10 +7,10 @@ import torch
 
 from labkit import arch
 from labkit.measure.activations import as_multiset, hooked_bytes, measure
-from labkit.model import GPTConfig, batch, build_arch
+from labkit.nn.model import GPTConfig, batch, build_arch
 from labkit.predict import activations as A
-from labkit.predict import activations_arch as AA
-from labkit.recompute import apply
+from labkit.predict.activations import arch as AA
+from labkit.training.recompute import apply
 
 ARCHS = [arch.preset("llama-tiny"),                        # GQA 4:2
          arch.preset("llama-tiny").with_(layers=1, kv_heads=1, ffn=96,

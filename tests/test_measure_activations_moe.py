@@ -1,4 +1,4 @@
-"""The MoE block's activation ledger (labkit.predict.activations_moe)
+"""The MoE block's activation ledger (labkit.predict.activations.moe)
 against the storages a forward of the MoE decoder really keeps (one
 process, CPU): fp32, bf16 autocast and bf16 weights; dropless and with a
 capacity; shared experts, dense first layers, sigmoid routers, top-1;
@@ -10,9 +10,9 @@ import torch
 
 from labkit import arch
 from labkit.measure import activations_moe as MM
-from labkit.model import GPTConfig, batch, build_arch
+from labkit.nn.model import GPTConfig, batch, build_arch
 from labkit.predict import activations as A
-from labkit.predict import activations_moe as AM
+from labkit.predict.activations import moe as AM
 
 TINY = arch.preset("llama-tiny").with_(experts=4, top_k=2, expert_ffn=32,
                                        layers=2)

@@ -6,10 +6,10 @@ import torch.distributed.checkpoint as dcp
 
 from labkit.checkpoint import checkpoint_root
 from labkit.measure.checkpoint import dcp_bytes, torch_save_bytes
-from labkit.model import GPTConfig, build, count_params
+from labkit.nn.model import GPTConfig, build, count_params
 from labkit.predict.checkpoint import checkpoint_bytes
-from labkit.train import make_optimizer, train_step
-from labkit.model import batch
+from labkit.training.train import make_optimizer, train_step
+from labkit.nn.model import batch
 
 
 def _trained():

@@ -2,7 +2,7 @@
 (times in microseconds)."""
 import kineto_traces as K
 from kineto_traces import ev
-from labkit.measure import cpu_window, kineto
+from labkit.measure.trace import cpu_window, kineto
 
 
 def test_each_instant_goes_to_the_first_busy_kind(tmp_path):

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit.measure import doctor, profiling
+from labkit.measure.trace import doctor
+from labkit.measure import profiling
 
 TRACES = Path(__file__).resolve().parent.parent.parent / "shared" / "traces"
 

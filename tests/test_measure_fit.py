@@ -3,8 +3,8 @@ import torch
 
 from labkit.measure.fit import MemoryHistory, PeakBytes, read_snapshot
 from labkit.measure.memory import model_state_bytes
-from labkit.model import GPTConfig, batch, build
-from labkit.train import make_optimizer
+from labkit.nn.model import GPTConfig, batch, build
+from labkit.training.train import make_optimizer
 
 
 def test_peak_covers_states_and_its_composition_adds_up():
@@ -30,7 +30,7 @@ def test_memory_history_is_a_no_op_on_cpu(tmp_path):
 
 
 def test_read_snapshot_groups_live_blocks_by_owner():
-    frame = {"filename": "/x/labkit/model.py", "line": 70, "name": "forward"}
+    frame = {"filename": "/x/labkit/nn/model.py", "line": 70, "name": "forward"}
     other = {"filename": "/y/site.py", "line": 1, "name": "f"}
     snap = {"segments": [{"blocks": [
         {"size": 512, "state": "active_allocated", "frames": [frame]},

@@ -1,5 +1,6 @@
 """The stalled rank is the one whose heartbeat is behind the others'."""
-from labkit.measure.hang import Heartbeat, describe_hang, orphans, stalled_ranks
+from labkit.measure.hang import (Heartbeat, describe_hang, orphans,
+                                 stalled_ranks)
 
 
 def test_stalled_rank_from_heartbeats(tmp_path):

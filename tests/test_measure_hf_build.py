@@ -12,9 +12,9 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from labkit.measure.hf_build import _grouped_mm_flops, measure_config  # noqa
-from labkit.predict import hf_config  # noqa: E402
-from labkit.predict.flops_arch import arch_flops  # noqa: E402
-from labkit.predict.params import total  # noqa: E402
+from labkit.predict.model import hf_config  # noqa: E402
+from labkit.predict.model.flops_arch import arch_flops  # noqa: E402
+from labkit.predict.model.params import total  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SEQ = 32

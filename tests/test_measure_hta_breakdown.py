@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import kineto_traces as K
-from labkit.measure import hta_breakdown as H
+from labkit.measure.trace import hta_breakdown as H
 from labkit.measure import profiling as P
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,5 +1,5 @@
 """Interval sets: union, intersection, difference, clipping."""
-from labkit.measure import intervals as I
+from labkit.measure.trace import intervals as I
 
 
 def test_interval_algebra():

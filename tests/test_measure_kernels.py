@@ -1,11 +1,11 @@
-"""labkit.measure.kernels: the kernel view of a trace, on a synthetic trace
+"""labkit.measure.trace.kernels: the kernel view of a trace, on a synthetic trace
 and on the real A100 trace the book reads (HTA's test data, trimmed to its
 kernels: book/data/a100_rank3_kernels.json.gz)."""
 from pathlib import Path
 
 import pytest
 
-from labkit.measure import kernels, kineto
+from labkit.measure.trace import kernels, kineto
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOK_TRACE = ROOT / "book" / "data" / "a100_rank3_kernels.json.gz"

@@ -8,7 +8,7 @@ import pytest
 
 import kineto_traces as K
 from kineto_traces import ev
-from labkit.measure import kineto
+from labkit.measure.trace import kineto
 
 
 def cpu_trace():

@@ -2,7 +2,7 @@
 import torch
 
 from labkit.measure.memory import activation_bytes, saved_activation_bytes
-from labkit.model import Block, GPTConfig, build, batch
+from labkit.nn.model import Block, GPTConfig, build, batch
 
 
 def test_saved_bytes_of_a_linear_layer():

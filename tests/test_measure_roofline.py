@@ -4,7 +4,7 @@ profiler's record of a real step."""
 import torch
 
 from labkit.measure import roofline as M
-from labkit.model import GPTConfig, batch, build
+from labkit.nn.model import GPTConfig, batch, build
 from labkit.predict import roofline as R
 
 

@@ -2,7 +2,7 @@
 synchronize or from slow launches, and the facts of a step."""
 import kineto_traces as K
 from kineto_traces import ev
-from labkit.measure import kineto, step_facts
+from labkit.measure.trace import kineto, step_facts
 from labkit.measure import profiling as P
 
 

@@ -1,4 +1,4 @@
-"""labkit.measure.trace_stream: a trace read in pieces gives the same
+"""labkit.measure.trace.stream: a trace read in pieces gives the same
 Trace as the whole file parsed at once, whatever the piece size; broken
 files are one line."""
 import dataclasses
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit.measure import kineto, trace_stream
+from labkit.measure.trace import kineto, stream as trace_stream
 
 ROOT = Path(__file__).resolve().parent.parent
 REAL = next((d / "traces" / "gpu-a100-8rank-alltoall" / "rank-3.json.gz"

@@ -2,7 +2,7 @@
 the throughput bound, its prefetch a buffer) and DDP's gradient buckets."""
 import pytest
 
-from labkit.measure import doctor, what_if
+from labkit.measure.trace import doctor, what_if
 
 
 def test_the_doctor_re_exports_them():

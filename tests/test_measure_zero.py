@@ -129,7 +129,7 @@ def test_the_documented_zero3_example_still_matches(doc_rows):
 
 def test_largest_layer_is_deepspeeds_own():
     from deepspeed.runtime.zero.stage3 import model_to_params
-    from labkit.model import GPTConfig, build
+    from labkit.nn.model import GPTConfig, build
     m = build(GPTConfig())
     total, big = model_to_params(m)
     assert big == Z.largest_layer_params(m)
@@ -137,7 +137,7 @@ def test_largest_layer_is_deepspeeds_own():
 
 
 def test_expected_bytes_fp32_terms():
-    from labkit.zero_config import variant
+    from labkit.predict.zero import variant
     numels = [1000, 10, 6, 4000]           # phi = 5016
     phi = sum(numels)
     for name, n in itertools.product(("zero0", "zero1", "zero2", "zero3"),
@@ -164,7 +164,7 @@ def test_expected_bytes_fp32_terms():
 
 def test_zero_config_defaults_are_deepspeeds_but_two():
     from dataclasses import fields
-    from labkit.zero_config import ZeroConfig
+    from labkit.predict.zero import ZeroConfig
     ds = Z.deepspeed_defaults()
     ours = {f.name: f.default for f in fields(ZeroConfig)}
     differ = {k for k in ds if ours[k] != ds[k]}
@@ -175,7 +175,7 @@ def test_zero_config_defaults_are_deepspeeds_but_two():
 
 
 def test_expected_bytes_bf16_offload_terms():
-    from labkit.zero_config import variant
+    from labkit.predict.zero import variant
     numels = [1000, 10, 6, 4000]
     phi, n = sum(numels), 2
     padded = -(-phi // (2 * n)) * 2 * n

@@ -1,4 +1,4 @@
-"""labkit.moe.router and labkit.moe.layer: the router's rules, capacity
+"""labkit.nn.moe.router and labkit.nn.moe.layer: the router's rules, capacity
 and drops against the formulas, the aux loss's two ends, the permuted
 layer against a plain loop, and the decoder with experts against
 transformers' own Mixtral / Qwen-MoE (test-only oracle)."""
@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from labkit import arch as A
-from labkit.model import build_arch
-from labkit.moe import router as R
-from labkit.moe.layer import MoE
+from labkit.nn.model import build_arch
+from labkit.nn.moe import router as R
+from labkit.nn.moe.layer import MoE
 from labkit.predict import experts as X
 
 CONFIGS = Path(__file__).resolve().parent / "data" / "hf_configs_moe"
@@ -95,7 +95,7 @@ def test_layer_equals_a_plain_loop(factor, shared):
 
 
 def test_first_dense_layers_and_aux_loss_in_the_decoder():
-    from labkit.moe.layer import moe_blocks, total_aux_loss
+    from labkit.nn.moe.layer import moe_blocks, total_aux_loss
     m = build_arch(TINY.with_(first_dense_layers=1))
     m(torch.randint(0, TINY.vocab, (2, 8)))
     assert len(moe_blocks(m)) == TINY.layers - 1

@@ -63,8 +63,8 @@ OLD_TINY = {
 
 
 def test_gpt_preset_through_the_record_equals_the_positional_ledger():
-    from labkit.predict import activations_arch as AA
-    from labkit.predict import arch
+    from labkit.predict.activations import arch as AA
+    from labkit.predict.model import arch
     g = arch.preset("gpt-tiny")
     for (prec, rc), (nbytes, casts) in OLD_TINY.items():
         rec = AA.saved(g, 32, 4, prec, rc)

@@ -15,9 +15,9 @@ import pytest
 
 from labkit.predict.choosing import (GPUS, ArchModel, Assumptions, Cluster,
                                      Model, plan, standard_model)
-from labkit.predict.layout_cost import stage_memory
+from labkit.predict.choosing.layout_cost import stage_memory
 from labkit.predict.memory import ledger
-from labkit.predict.partition import partition
+from labkit.predict.pipeline_parallel.partition import partition
 
 V, S = 51200, 2048
 NEAR_TOP = 1.25   # predicted step time / best predicted step time
@@ -166,7 +166,7 @@ def test_presets_cite_sources():
 
 
 # -- real layouts: pipelines that do not divide evenly, embedding and head on
-# the stages that hold them (labkit.predict.partition) ----------------------
+# the stages that hold them (labkit.predict.pipeline_parallel.partition) ----------------------
 
 # Published layouts the planner must accept with their own TP x PP:
 # (name, layers, hidden, heads, seq, vocab, batch, GPUs, GPU, TP, PP).
@@ -305,7 +305,7 @@ HF = "tests/data/hf_configs/llama3.1-405b.json"
 def test_llama3_405b_published_layout_with_its_real_architecture(gpus, dp):
     # Dubey et al. 2024, Table 4: TP 8 x CP 1 x PP 16 x DP 64 / 128 on
     # 8,192 / 16,384 H100, sequence 8192, 16M tokens (2048 sequences)
-    from labkit.predict import arch as A
+    from labkit.predict.model import arch as A
     m = ArchModel(A.from_hf_config(HF), 8192)
     assert m.params == 405_853_388_800
     lays = plan(m, 2048, Cluster(gpus, 8, "h100-80gb"), tp=8, pp=16)
@@ -322,7 +322,7 @@ def test_llama3_405b_published_layout_with_its_real_architecture(gpus, dp):
 
 
 def test_llama3_405b_long_context_with_its_real_architecture():
-    from labkit.predict import arch as A
+    from labkit.predict.model import arch as A
     m = ArchModel(A.from_hf_config(HF), 131072)
     c = Cluster(16384, 8, "h100-80gb")
     ok = [x for x in plan(m, 128, c, tp=8, pp=16, context_parallel=(16,))
@@ -354,8 +354,8 @@ def test_cli_hf_config_dense_json():
                for x in d["layouts"])
     # every stage's bytes: the heaviest is the layout's memory; the
     # stages' parameters are the layers, the embedding and the 128K head
-    from labkit.predict import arch as A
-    from labkit.predict import stage_bytes as SB
+    from labkit.predict.model import arch as A
+    from labkit.predict.pipeline_parallel import stage_bytes as SB
     rec = A.from_hf_config(HF)
     for x in d["layouts"]:
         st = x["stages"]

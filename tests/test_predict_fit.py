@@ -5,7 +5,7 @@ import pytest
 
 from labkit.predict import activations as A
 from labkit.predict import fit as F
-from labkit.predict.accumulation import step_calls, summary
+from labkit.predict.sharding.accumulation import step_calls, summary
 from labkit.predict.memory import gpt_params
 
 CPU = {"layers": 4, "hidden": 64, "heads": 4, "vocab": 256, "seq": 64}
@@ -53,7 +53,7 @@ def test_accumulation_counts():
 
 
 def test_deepspeed_accumulation_volumes():
-    from labkit.predict.accumulation import deepspeed_step
+    from labkit.predict.sharding.accumulation import deepspeed_step
     psi = 1000
     # ZeRO-1 reduces once per step, ZeRO-2 every micro-batch
     assert deepspeed_step(psi, 1, 4) == deepspeed_step(psi, 1, 1)
@@ -65,7 +65,7 @@ def test_deepspeed_accumulation_volumes():
 
 
 def test_gpt_record_plans_as_the_gpt_sizes():
-    from labkit.predict import arch
+    from labkit.predict.model import arch
     g = F.GPU8
     m = g["model"]
     rec = {"arch": arch.gpt(m["layers"], m["hidden"], m["heads"],
@@ -85,8 +85,8 @@ def test_gpt_record_plans_as_the_gpt_sizes():
 
 
 def test_llama3_8b_capstone_plan():
-    from labkit.predict import arch
-    from labkit.predict import params as P
+    from labkit.predict.model import arch
+    from labkit.predict.model import params as P
     a = arch.preset("llama3-8b")
     m = {"arch": a, "seq": 8192}
     g = F.GPU8
@@ -97,7 +97,7 @@ def test_llama3_8b_capstone_plan():
     best = F.choose(rows)
     assert best["strategy"] == "fsdp2_full"
     # the untied 128K head's fp32 log-softmax: b s V x 4 bytes per sequence
-    from labkit.predict import activations_arch as AA
+    from labkit.predict.activations import arch as AA
     head = [e for e in AA.saved(a, 8192, 1, "fsdp_bf16") if
             e.name.startswith("log_softmax")]
     assert head[0].bytes == 8192 * 128256 * 4
@@ -107,8 +107,8 @@ def test_a_lab_model_dict_with_arch_reads_the_record():
     """Lab 12's ``model`` dict with ``arch``: "gpt" prices exactly as the
     plain sizes, "llama" as the record of those sizes; its units are the
     Llama-style decoder's FSDP units, tensor by tensor."""
-    from labkit.model import GPTConfig, build, sharding_units
-    from labkit.predict import arch
+    from labkit.nn.model import GPTConfig, build, sharding_units
+    from labkit.predict.model import arch
     args = (2, 16, 6e6, 1e10, 1e9)
     assert F.plan({**CPU, "arch": "gpt"}, *args) == F.plan(CPU, *args)
     llama = {**CPU, "arch": "llama"}

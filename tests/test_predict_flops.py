@@ -5,11 +5,11 @@ import sys
 
 import pytest
 
-from labkit.predict.flops import (PEAKS, hardware_flops, matmul_params,
-                                  megatron_params, model_flops,
-                                  palm_flops_per_token, peak_tflops, report,
-                                  training_days)
-from labkit.predict import flops as FL
+from labkit.predict.model.flops import (PEAKS, hardware_flops, matmul_params,
+                                        megatron_params, model_flops,
+                                        palm_flops_per_token, peak_tflops,
+                                        report, training_days)
+from labkit.predict.model import flops as FL
 from labkit.predict.memory import gpt_params
 
 V, S = 51200, 2048   # vocabulary and sequence of every model in Table 1
@@ -138,7 +138,7 @@ def test_gpu_preset_from_the_device_name(name, preset):
 
 def test_arch_flops_is_the_gpt_formula_for_a_gpt_preset():
     from labkit import arch
-    from labkit.predict.flops import arch_flops, model_flops
+    from labkit.predict.model.flops import arch_flops, model_flops
     a = arch.preset("gpt-175b")
     for rc in ("none", "selective", "full"):
         f = arch_flops(a, 8, 2048, rc)
@@ -150,7 +150,7 @@ def test_arch_flops_is_the_gpt_formula_for_a_gpt_preset():
 
 def test_gqa_and_swiglu_flops_per_token():
     from labkit import arch
-    from labkit.predict.flops import arch_flops
+    from labkit.predict.model.flops import arch_flops
     a = arch.preset("llama3-8b")
     h, kv, f, L, V, s = 4096, 1024, 14336, 32, 128256, 8192
     n = L * (2 * h * h + 2 * h * kv + 3 * h * f) + V * h

@@ -8,8 +8,8 @@ transformers = pytest.importorskip("transformers")
 
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
-from labkit.predict import hf_config  # noqa: E402
-from labkit.predict.flops_arch import arch_flops  # noqa: E402
+from labkit.predict.model import hf_config  # noqa: E402
+from labkit.predict.model.flops_arch import arch_flops  # noqa: E402
 
 SEQ = 64
 

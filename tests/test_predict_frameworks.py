@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from labkit.predict import frameworks as F
-from labkit.predict import hf_config
-from labkit.predict.params import total
+from labkit.predict.memory import frameworks as F
+from labkit.predict.model import hf_config
+from labkit.predict.model.params import total
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "tests" / "data" / "hf_configs"
@@ -32,7 +32,7 @@ def _meta_sizes(name):
 
 def _estimators():
     pytest.importorskip("deepspeed")
-    from labkit.measure.zero_estimators import _ds_estimators
+    from labkit.measure.zero.estimators import _ds_estimators
     return _ds_estimators()
 
 
@@ -70,7 +70,7 @@ def test_deepspeed_terms_are_its_estimator(name, gpus):
 
 def test_defaults_are_the_installed_deepspeeds():
     pytest.importorskip("deepspeed")
-    from labkit.measure.zero_estimators import deepspeed_defaults
+    from labkit.measure.zero.estimators import deepspeed_defaults
     ds = deepspeed_defaults()
     for k, v in F.DEEPSPEED_DEFAULTS.items():
         assert ds[k] == v, k

@@ -1,4 +1,4 @@
-"""labkit.predict.hf_config under hostile values: a number read from a
+"""labkit.predict.model.hf_config under hostile values: a number read from a
 config.json is checked as its flag is (labkit.cli_rules.HF_KEYS), a
 boolean must be a JSON boolean as transformers 5 requires, a null takes
 transformers' default; every refusal is one line naming the key and the
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from labkit import __main__ as cli
-from labkit.predict import hf_config
+from labkit.predict.model import hf_config
 
 DATA = Path(__file__).resolve().parent / "data"
 LLAMA = json.loads((DATA / "hf_configs" / "llama3-8b.json").read_text())

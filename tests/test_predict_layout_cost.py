@@ -1,9 +1,9 @@
-"""labkit.predict.layout_cost: the replicated K/V heads' gradient
+"""labkit.predict.choosing.layout_cost: the replicated K/V heads' gradient
 all-reduce in the step time (tp > KV heads), and the parts of a step
 adding up to it."""
 import pytest
 
-from labkit.predict import arch as A
+from labkit.predict.model import arch as A
 from labkit.predict import collectives as C
 from labkit.predict.choosing import ArchModel, Cluster, plan
 

@@ -1,13 +1,13 @@
-"""labkit.predict.mesh_arch: the mesh ledger read from a record. On the GPT
+"""labkit.predict.mesh.arch: the mesh ledger read from a record. On the GPT
 preset it is labkit.predict.mesh shape for shape and byte for byte; on
 Llama 3 it splits the 8 KV heads and keeps the 128K embedding and head
 whole in "tp"."""
 import pytest
 
-from labkit.predict import arch as A
+from labkit.predict.model import arch as A
 from labkit.predict import mesh as M
-from labkit.predict import mesh_arch as MA
-from labkit.predict import params as P
+from labkit.predict.mesh import arch as MA
+from labkit.predict.model import params as P
 
 
 @pytest.mark.parametrize("dp,tp", [(1, 1), (2, 2), (4, 1), (1, 4), (2, 4)])

@@ -3,9 +3,9 @@ byte), and DeepSeek-V3's cache against DeepSeek-V2's Table 1."""
 import pytest
 
 from labkit.measure import mla as M
-from labkit.predict import mla as P
-from labkit.predict.arch import preset
-from labkit.predict.arch_moe import preset as moe_preset
+from labkit.predict.model import mla as P
+from labkit.predict.model.arch import preset
+from labkit.predict.model.moe_presets import preset as moe_preset
 
 SHAPES = [
     P.Shape(batch=1, seq=16, hidden=64, heads=4, q_lora_rank=24,

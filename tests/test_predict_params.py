@@ -1,4 +1,4 @@
-"""labkit.predict.params against the published totals and, tensor by
+"""labkit.predict.model.params against the published totals and, tensor by
 tensor, against transformers' own build of the same config.json (a
 test-only oracle, on the meta device: no memory, no download)."""
 import json
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from labkit import arch as A
-from labkit.predict import params as P
+from labkit.predict.model import params as P
 from labkit.predict.memory import gpt_params
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,7 +47,7 @@ def test_presets_are_the_published_configs(name):
 
 
 def test_gpt_presets_keep_the_old_counts():
-    from labkit.predict.shapes import SHAPES
+    from labkit.predict.model.shapes import SHAPES
     for m in SHAPES.values():
         a = A.gpt(m.layers, m.hidden, m.heads, m.vocab, m.seq)
         assert a in [p.with_(name="") for p in A.PRESETS.values()]

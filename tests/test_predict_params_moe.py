@@ -1,4 +1,4 @@
-"""labkit.predict.params_moe (through params): the mixture-of-experts
+"""labkit.predict.model.params_moe (through params): the mixture-of-experts
 families held to transformers' own meta build tensor by tensor (fused
 experts spelled out), and the published totals."""
 import json
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from labkit import arch as A
-from labkit.predict import params as P
+from labkit.predict.model import params as P
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "tests" / "data" / "hf_configs_moe"
@@ -130,10 +130,10 @@ def test_qwen_moe_published_sizes(name, total, active):
 
 
 def test_moe_presets_are_the_published_configs():
-    from labkit.predict import arch_moe
-    for name, cfg in arch_moe.CONFIGS.items():
+    from labkit.predict.model import moe_presets
+    for name, cfg in moe_presets.CONFIGS.items():
         on_disk = json.loads((CONFIGS / f"{name}.json").read_text())
         on_disk.pop("architectures", None)
         assert cfg == on_disk
-        assert arch_moe.preset(name) == A.from_hf_config(
+        assert moe_presets.preset(name) == A.from_hf_config(
             CONFIGS / f"{name}.json").with_(name=name)

@@ -1,4 +1,4 @@
-"""labkit.predict.plan_moe (labkit plan --hf-config): DeepSeek-V3's
+"""labkit.predict.choosing.plan_moe (labkit plan --hf-config): DeepSeek-V3's
 published layout is feasible, the per-GPU states follow the ledger, and
 Mixtral's EP8 and TP8 rows stand side by side."""
 import json
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from labkit import arch as A
-from labkit.predict import plan_moe as M
-from labkit.predict.params_moe import moe_counts
+from labkit.predict.choosing import plan_moe as M
+from labkit.predict.model.params_moe import moe_counts
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "tests" / "data" / "hf_configs_moe"

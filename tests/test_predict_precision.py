@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from labkit import arch
-from labkit.predict import memory, params
+from labkit.predict import memory
+from labkit.predict.model import params
 from labkit.predict import precision as P
 
 

@@ -4,8 +4,8 @@ own definitions (the bound met with equality), the step-time model."""
 import pytest
 
 from labkit.predict import roofline as R
-from labkit.predict.flops import model_flops
-from labkit.predict.params import gpt_params
+from labkit.predict.model.flops import model_flops
+from labkit.predict.model.params import gpt_params
 
 SHAPE = dict(batch=8, seq=128, layers=2, hidden=192, heads=4, vocab=256)
 

@@ -1,8 +1,8 @@
 """The runtime floor: named defaults, each overridable, in bytes."""
 import pytest
 
-from labkit.predict.runtime_floor import (DEFAULTS, MIB, floor,
-                                          headroom_sentence)
+from labkit.predict.memory.floor import (DEFAULTS, MIB, floor,
+                                         headroom_sentence)
 
 
 def test_defaults_and_peers():
@@ -44,7 +44,7 @@ def test_headroom_is_a_sentence():
 def test_the_job_suggests_what_fits_with_the_floor():
     """70B on 8 x 80 GB: the ledger alone says 14 GPUs (16 Psi / 14 = 80
     GB exactly), but the floor leaves nothing there: 15 with it."""
-    from labkit.predict.job import job
+    from labkit.predict.memory.job import job
     j = job(70e9, 8, "zero3", gpu_mem=80e9)
     assert not j["fits"] and j["smallest_gpus"] == 15
     assert j["offload_that_fits"] == "optimizer"

@@ -1,4 +1,4 @@
-"""labkit.predict.stage_bytes: a pipeline stage's parameters and
+"""labkit.predict.pipeline_parallel.stage_bytes: a pipeline stage's parameters and
 activations read from the record. On the GPT they are the planner's old
 closed forms float for float; on Llama 3.1 405B the untied 128K head, GQA
 and SwiGLU change them as the module says."""
@@ -6,12 +6,12 @@ import itertools
 
 import pytest
 
-from labkit.predict import arch as A
-from labkit.predict import params as P
-from labkit.predict import stage_bytes as SB
+from labkit.predict.model import arch as A
+from labkit.predict.model import params as P
+from labkit.predict.pipeline_parallel import stage_bytes as SB
 from labkit.predict import tensor_parallel as TP
 from labkit.predict.memory import activation_bytes_per_layer
-from labkit.predict.shapes import SHAPES, Model
+from labkit.predict.model.shapes import SHAPES, Model
 
 L405 = A.preset("llama3.1-405b")
 

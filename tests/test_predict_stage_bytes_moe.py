@@ -1,4 +1,4 @@
-"""labkit.predict.stage_bytes_moe (the ``stages`` of ``labkit plan
+"""labkit.predict.pipeline_parallel.stage_bytes_moe (the ``stages`` of ``labkit plan
 --json`` for a mixture of experts): every stage's parameters per GPU are
 the record's own tensors of its layers and ends, its bytes follow the
 planner's terms, and the stages add up to the published total."""
@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from labkit import arch as A
-from labkit.predict import params as P
-from labkit.predict import plan_moe as M
-from labkit.predict import stage_bytes_moe as SM
-from labkit.predict.params_moe import moe_counts
+from labkit.predict.model import params as P
+from labkit.predict.choosing import plan_moe as M
+from labkit.predict.pipeline_parallel import stage_bytes_moe as SM
+from labkit.predict.model.params_moe import moe_counts
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "tests" / "data" / "hf_configs_moe"

@@ -99,7 +99,7 @@ GPTS = ["gpt-tiny", "gpt-1.3b", "gpt-13b", "gpt-70b", "gpt-175b"]
 
 @pytest.mark.parametrize("name", GPTS)
 def test_gpt_preset_through_the_record_equals_the_positional(name):
-    from labkit.predict import arch
+    from labkit.predict.model import arch
     a = arch.preset(name)
     L, h, n, V, s = a.layers, a.hidden, a.heads, a.vocab, a.max_seq
     for t in (1, 2, 4):
@@ -124,7 +124,7 @@ def test_gpt_preset_through_the_record_equals_the_positional(name):
 
 def test_llama_record_through_tensor_parallel():
     from labkit import arch
-    from labkit.predict import params as P
+    from labkit.predict.model import params as P
     a = arch.preset("llama3-70b")
     one = TP.layer_params(a, 8)
     assert one["kv_heads_per_rank"] == 1 and one["replicas"] == 1

@@ -3,9 +3,9 @@ replicates K/V (bytes said)."""
 import pytest
 
 from labkit import arch
-from labkit.predict import params as P
+from labkit.predict.model import params as P
 from labkit.predict import tensor_parallel as TP
-from labkit.predict.tensor_parallel_gqa import kv_split, layer_params
+from labkit.predict.tensor_parallel.gqa import kv_split, layer_params
 
 
 @pytest.mark.parametrize("name", ["llama3-8b", "llama3.1-405b",

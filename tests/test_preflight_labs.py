@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from labkit import preflight
-from labkit import preflight_software as S
-from labkit.preflight_gpu import capability, check_capability
+from labkit.preflight import software as S
+from labkit.preflight.gpu import capability, check_capability
 
 HERE = Path(__file__).parent
 A100X8 = str(HERE / "nvidia_smi" / "a100x8_driver580.txt")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from labkit import preflight
-from labkit import preflight_software as S
+from labkit.preflight import software as S
 
 RECORDED = Path(__file__).parent / "nvcc" / "cuda_13.0.txt"
 GPU8 = {"colossalai": {"plugins": ["torch_ddp"], "compare": ["gemini"]}}
@@ -98,8 +98,7 @@ def test_preflight_runs_the_nvcc_line(monkeypatch):
         "toolchain", "ok", "found"))
     monkeypatch.setattr(preflight, "check_nvcc", lambda name, profile: [
         preflight.Check("nvcc", "fail", "asked", name)])
-    monkeypatch.setattr(__import__("labkit.disk").disk, "folder_checks",
-                        lambda name: [])
+    monkeypatch.setattr(preflight, "folder_checks", lambda name: [])
     monkeypatch.setattr(preflight, "probe", lambda name, profile: [
         preflight.Check("busbw probe", "ok", "ran")])
     checks = preflight.run("gpu8")

@@ -1,7 +1,7 @@
 """Provenance: what every record carries, and the stamp of a lab page."""
 import json
 
-from labkit import provenance
+from labkit.results import provenance
 from labkit.lab import Results
 
 

@@ -5,8 +5,8 @@ import sys
 
 import labkit.predict
 
-MODULES = [f"labkit.predict.{m.name}"
-           for m in pkgutil.iter_modules(labkit.predict.__path__)]
+MODULES = [m.name for m in pkgutil.walk_packages(labkit.predict.__path__,
+                                                "labkit.predict.")]
 
 
 def test_predict_modules_do_not_import_torch():

@@ -176,9 +176,9 @@ def _one_line(lines, *words):
 
 def test_mutation_1_preflight_largest_model_fails(monkeypatch):
     """Defect 1: the largest model's DDP states as the memory need."""
-    from labkit import preflight_gpu
+    from labkit.preflight import gpu as preflight_gpu
     from labkit.predict.memory import ledger
-    from labkit.preflight_check import Check
+    from labkit.preflight.check import Check
 
     def old(profile, gpu, total, gpus=None):
         lab, psi, bf16 = preflight_gpu.largest_model(profile)
@@ -194,7 +194,7 @@ def test_mutation_1_preflight_largest_model_fails(monkeypatch):
 def test_mutation_2_accumulation_wrapped_fp32_ooms(monkeypatch):
     """Defect 2: lab 12's accumulation wrapped without bf16 or the
     planner's recompute."""
-    from labkit.runs import fit_accumulation as F
+    from labkit.runs.blocks import accumulation as F
     fixed = F.accumulation_setup
     monkeypatch.setattr(F, "accumulation_setup", lambda c, ctx, s, *a:
                         fixed(c, ctx, s, False, "none"))
@@ -207,7 +207,7 @@ def test_mutation_2_accumulation_wrapped_fp32_ooms(monkeypatch):
 
 def test_mutation_4_ungrouped_ring_deadlocks(monkeypatch):
     """Defect 4: ring attention's isend and irecv as separate calls."""
-    from labkit.runs import cp_attention as A
+    from labkit.runs.blocks import cp_attention as A
     monkeypatch.setattr(A, "_start", lambda s, r, nxt, prv, g, tag=0: [
         tdist.isend(s, nxt, g, tag), tdist.irecv(r, prv, g, tag)])
     row = R.rehearse_launch("context_parallel", Launch(
@@ -218,7 +218,7 @@ def test_mutation_4_ungrouped_ring_deadlocks(monkeypatch):
 
 def test_mutation_cpu_tensor_in_a_collective(monkeypatch):
     """A tensor left on the CPU in a rank's send."""
-    from labkit.runs import cp_attention as A
+    from labkit.runs.blocks import cp_attention as A
     fixed = A._start
     monkeypatch.setattr(A, "_start", lambda s, r, *a, **k:
                         fixed(s.to("cpu"), r, *a, **k))
@@ -232,7 +232,7 @@ def test_mutation_model_unsharded_on_the_gpu_ooms(monkeypatch):
     """FSDP2 wrapping only the root: the whole model unsharded on the
     GPU from the first forward to the last backward (lab 12's
     accumulation with gradient sync off)."""
-    import labkit.wrap as W
+    import labkit.training.wrap as W
     monkeypatch.setattr(W, "sharding_units", lambda model: [])
     case = [c for c in L.ADAPTERS["fit"](load_profile("gpu8")["fit"])
             if "no_sync" in c.variant]

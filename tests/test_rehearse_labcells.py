@@ -31,7 +31,7 @@ def test_lab5_link_cell_without_timings():
     timings before its ``None`` guard (``timing_steps: 0`` raised a
     TypeError): now the guard comes first and nothing is added."""
     from labkit.predict import collectives as C
-    from labkit.predict import flops as FL
+    from labkit.predict.model import flops as FL
     from labkit.predict import tensor_parallel as TP
     rank = {"device_name": "NVIDIA H100 80GB HBM3", "results": [
         {"variant": v, "seconds_fwd_bwd_median": None}

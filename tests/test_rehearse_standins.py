@@ -182,11 +182,11 @@ def test_dtensor_caches_end_with_the_rank():
 
 
 def _fsdp1_step(strategy: str, world_size: int, rank: int):
-    """One bf16 training step of the tiny GPT wrapped by ``labkit.wrap``
+    """One bf16 training step of the tiny GPT wrapped by ``labkit.training.wrap``
     as lab 3 wraps it, on a rehearsed rank; the flat parameters' devices."""
     from labkit import dist
-    from labkit.model import GPTConfig, rank_batches
-    from labkit.train import setup, train_step
+    from labkit.nn.model import GPTConfig, rank_batches
+    from labkit.training.train import setup, train_step
     cfg = GPTConfig(layers=1, hidden=32, heads=2, vocab=64, seq=8)
     seen = {}
 
@@ -347,7 +347,7 @@ def test_a_launch_whose_lesson_is_time_is_listed_not_run(monkeypatch,
     monkeypatch.setenv("LABKIT_REHEARSE", "h100x8")
     monkeypatch.setenv("LABKIT_REHEARSE_LOG", str(tmp_path / "log.jsonl"))
     with pytest.raises(NotRehearsed, match="stalls on purpose"):
-        launch("labkit.runs.hang", 2, {"stall_rank": 1, "sleep_s": 1e6})
+        launch("labkit.runs.tools.hang", 2, {"stall_rank": 1, "sleep_s": 1e6})
 
 
 def test_a_run_whose_flags_name_its_steps_keeps_them():
@@ -424,10 +424,10 @@ def test_the_notebooks_own_measurement_runs_on_the_rehearsals_gpu(
     attention, the ledger's ``cuda`` bytes, no real memory."""
     import resource
     from labkit.measure.activations import measure
-    from labkit.model import GPTConfig, arch_of, batch, build_arch
+    from labkit.nn.model import GPTConfig, arch_of, batch, build_arch
     from labkit.predict import activations as A
-    from labkit.predict import activations_arch as AA
-    from labkit.recompute import apply
+    from labkit.predict.activations import arch as AA
+    from labkit.training.recompute import apply
     from labkit.rehearse.kernel import kernel_device
     assert kernel_device("cpu").device.type == "cpu"
     assert kernel_device("gpu8").kind == ("cuda" if torch.cuda.is_available()

@@ -1,13 +1,13 @@
 """Lab 14 on one GPU, rehearsed (issue 47): its four gloo ranks, shown
 one visible GPU as a one-GPU node's CUDA runtime would show it
-(:mod:`labkit.rehearse.visible`), never touch CUDA -- the launcher hides
+(:mod:`labkit.rehearse.node`), never touch CUDA -- the launcher hides
 the GPU from gloo ranks. Without that (``CUDA_VISIBLE_DEVICES`` left at
 the GPU), FSDP2's default mesh and DeepSpeed's accelerator claim
 ``set_device(LOCAL_RANK)`` and the launch fails, as on the node."""
 import pytest
 
 from labkit.launch import LaunchError, launch
-from labkit.rehearse.visible import ENV, visible
+from labkit.rehearse.node import ENV, visible
 
 # lab 14's launch as the gpu1 profile makes it (ranks at the CPU
 # profile's sizes), its FSDP2 and DeepSpeed parts only

@@ -1,4 +1,4 @@
-"""labkit.resultsfile where results are read: a truncated, garbage,
+"""labkit.results.resultsfile where results are read: a truncated, garbage,
 misshapen, missing or later-damaged results.json is named in one line;
 the book build stops unless --partial; a bundle of it is refused; the
 runner stores the sums when the lab completes; a full disk never leaves
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit import resultsfile as RF
+from labkit.results import resultsfile as RF
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = [{"quantity": "q", "strategy": "s", "world_size": 2,

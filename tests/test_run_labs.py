@@ -232,7 +232,7 @@ FAKE_LAB = [
     'res.add("fake", "test data, not a measurement", 1, 1.0, 1.0, "s")\n'
     'if os.environ.get("FAKE_LAB_HANG"):\n'
     "    from labkit.launch import launch\n"
-    '    launch("labkit.runs.selftest", 2, {"mode": "hang"}, timeout=600,\n'
+    '    launch("labkit.runs.tools.selftest", 2, {"mode": "hang"}, timeout=600,\n'
     '           run_dir=os.path.join(results_dir, "run"))\n'
     "res.save()",
 ]

@@ -1,4 +1,4 @@
-"""labkit.runlock and the runner under faults: one runner per checkout and
+"""labkit.results.runlock and the runner under faults: one runner per checkout and
 profile (a second refuses in one line, or waits), two runs finishing at
 once both kept, a failing lab (a full disk) does not stop the runner's
 summary, a read-only results folder is one line."""
@@ -15,7 +15,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from labkit import disk, labfaults, labruns, runlock
+from labkit import disk
+from labkit.results import labfaults, labruns, runlock
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -34,7 +35,7 @@ run_labs = _script("run_labs")
 def _holder(folder: Path, seconds: float):
     code = textwrap.dedent(f"""
         import sys, time
-        from labkit import runlock
+        from labkit.results import runlock
         with runlock.hold({str(folder)!r}):
             print("held", flush=True)
             time.sleep({seconds})

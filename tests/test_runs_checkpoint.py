@@ -10,10 +10,10 @@ from labkit.checkpoint import checkpoint_root
 from labkit.launch import launch
 from labkit.measure.checkpoint import (dcp_bytes, deepspeed_bytes,
                                        torch_save_bytes)
-from labkit.model import GPTConfig
+from labkit.nn.model import GPTConfig
 from labkit.predict.checkpoint import checkpoint_bytes, lost_steps
 from labkit.predict.memory import gpt_params
-from labkit.runs.reshard import load_plain
+from labkit.runs.tools.reshard import load_plain
 
 pytestmark = pytest.mark.distributed
 
@@ -30,7 +30,7 @@ def runs(tmp_path_factory):
         "kill_rank": 2, "kill_step": KILL, "reference": True},
         timeout=300, max_restarts=1, run_dir=run_dir)
     last = root / "reference" / f"step-{STEPS:06d}"
-    re = launch("labkit.runs.reshard", 2, {"ckpt": last,
+    re = launch("labkit.runs.tools.reshard", 2, {"ckpt": last,
                                            "out": root / "reshard",
                                            "deepspeed": True},
                 timeout=240, run_dir=tmp_path_factory.mktemp("reshard"))

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from labkit.model import GPTConfig, batch, build, count_params
+from labkit.nn.model import GPTConfig, batch, build, count_params
 from labkit.launch import launch
 from labkit.predict.tensor_parallel import rank_params
 from labkit.runs.colossalai import PLUGINS, state_bytes
-from labkit.runs.colossalai_hybrid import PLUGINS as HYBRID
-from labkit.runs.colossalai_patches import NEEDS, PATCHES, apply
-from labkit.train import make_optimizer, train_step
+from labkit.runs.cai.hybrid import PLUGINS as HYBRID
+from labkit.runs.cai.patches import NEEDS, PATCHES, apply
+from labkit.training.train import make_optimizer, train_step
 
 
 def test_state_bytes_of_a_plain_model_is_the_fp32_ledger():
@@ -67,7 +67,7 @@ def test_hybrid_parallel_matches_one_process_and_the_tp_ledger():
     GPT-2 trained in one process, and each rank's parameters against
     ``labkit.predict.tensor_parallel.rank_params``."""
     c = GPTConfig()
-    ranks = launch("labkit.runs.colossalai_hybrid", 2,
+    ranks = launch("labkit.runs.cai.hybrid", 2,
                    {"plugins": ",".join(HYBRID)}, timeout=240,
                    python=CAI_PYTHON)
     shape = (c.layers, c.hidden, c.vocab, c.seq)

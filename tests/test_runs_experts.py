@@ -58,8 +58,8 @@ def test_balance_records_the_load(ranks):
 
 def test_states_per_rank_are_the_ledger(ranks):
     """DDP dense part whole, E / ep experts, fp32 Adam: 16 bytes each."""
-    from labkit.predict import params as P
-    from labkit.predict.params_moe import moe_counts
+    from labkit.predict.model import params as P
+    from labkit.predict.model.params_moe import moe_counts
     from labkit.runs.experts import parser, record
     a = record(parser().parse_args(["--hidden", str(H)]))
     routed = a.moe_layers * moe_counts(a)["routed_layer"]
@@ -77,7 +77,7 @@ def test_activations_per_rank_are_the_ledger(ranks):
     experts' for the rows it received: the ledger, to the byte."""
     from collections import Counter
 
-    from labkit.predict import activations_moe as AM
+    from labkit.predict.activations import moe as AM
     from labkit.runs.experts import parser, record
     a = record(parser().parse_args(["--hidden", str(H)]))
     received = []

@@ -2,7 +2,7 @@
 
 One launch: the kept bytes equal the activation ledger for every recompute
 mode, plain and under FSDP2; the counted collectives of a step of k
-micro-batches equal predict.accumulation; the trained configuration's
+micro-batches equal predict.sharding.accumulation; the trained configuration's
 measured peak stays within the planner's budget.
 """
 import math
@@ -10,10 +10,10 @@ import math
 import pytest
 
 from labkit.launch import launch
-from labkit.model import GPTConfig
+from labkit.nn.model import GPTConfig
 from labkit.predict import activations as A
-from labkit.predict.accumulation import (step_calls, summary,
-                                         unsharded_grad_bytes)
+from labkit.predict.sharding.accumulation import (step_calls, summary,
+                                                  unsharded_grad_bytes)
 from labkit.predict.fit import Config, HEADROOM, per_rank_bytes, unit_shapes
 
 pytestmark = pytest.mark.distributed
@@ -72,7 +72,7 @@ def test_no_reshard_gathers_once_and_holds_the_weights(ranks):
     SHARD_GRAD_OP step's collectives for the k micro-batches -- each unit
     gathered once, reduce-scattered once -- at the cost of the unsharded
     weights held beside the unsharded gradients."""
-    from labkit.predict.sharding_calls import predict_calls
+    from labkit.predict.sharding.calls import predict_calls
     c = GPTConfig()
     units = unit_shapes(c.layers, c.hidden, c.heads, c.vocab, c.seq)
     psi = sum(math.prod(s) for u in units for s in u)

@@ -11,7 +11,7 @@ pytestmark = pytest.mark.distributed
 def test_hang_is_found_at_the_timeout(tmp_path):
     run = tmp_path / "hang"
     with pytest.raises(LaunchError):
-        launch("labkit.runs.hang", 2, {"stall_rank": 1, "at": 2,
+        launch("labkit.runs.tools.hang", 2, {"stall_rank": 1, "at": 2,
                                        "sleep_s": 120, "timeout_s": 2},
                timeout=90, run_dir=run)
     assert stalled_ranks(run, 2) == [1]
@@ -28,6 +28,6 @@ def test_nccl_waits_on_the_host():
     """NCCL's all_reduce returns at once; the run waits on the work handle
     with NCCL's blocking wait, so the timeout raises where waited_s is
     written (issue 17, defect 4). gloo's wait raises by itself."""
-    from labkit.runs.hang import blocking_wait
+    from labkit.runs.tools.hang import blocking_wait
     assert blocking_wait("nccl") == {"TORCH_NCCL_BLOCKING_WAIT": "1"}
     assert blocking_wait("gloo") == {}

@@ -1,12 +1,12 @@
 """Which ranks hold the same K/V head when tensor parallelism outnumbers
-the K/V heads (labkit.runs.kv_copies), against the rows each rank really
-keeps (labkit.runs.tp_gqa.head_rows). The sum of the copies' gradients is
+the K/V heads (labkit.runs.tp.kv_copies), against the rows each rank really
+keeps (labkit.runs.tp.gqa.head_rows). The sum of the copies' gradients is
 run, and shown to be needed, in tests/test_runs_tp_gqa.py."""
 import pytest
 
-from labkit.predict.tensor_parallel_gqa import kv_split
-from labkit.runs import kv_copies as K
-from labkit.runs.tp_gqa import head_rows, llama_record
+from labkit.predict.tensor_parallel.gqa import kv_split
+from labkit.runs.tp import kv_copies as K
+from labkit.runs.tp.gqa import head_rows, llama_record
 
 
 @pytest.mark.parametrize("heads,kv_heads,tp", [

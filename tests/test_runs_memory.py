@@ -9,14 +9,14 @@ import torch
 
 from labkit.dist import Context
 from labkit.launch import launch
-from labkit.model import GPTConfig, arch_of
+from labkit.nn.model import GPTConfig, arch_of
 from labkit.predict import activations as A
-from labkit.predict import activations_arch as AA
+from labkit.predict.activations import arch as AA
 from labkit.predict.memory import gpt_params, ledger
-from labkit.predict.params import total
+from labkit.predict.model.params import total
 from labkit.runs.memory import measure_activations
-from labkit.train import reference_losses
-from labkit.wrap import ZERO_EQUIVALENT
+from labkit.training.train import reference_losses
+from labkit.training.wrap import ZERO_EQUIVALENT
 
 STRATEGIES = ["ddp", "fsdp2_full", "fsdp2_grad_op", "fsdp1_full_shard"]
 LLAMA = GPTConfig(arch="llama")

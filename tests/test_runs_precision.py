@@ -7,7 +7,7 @@ import pytest
 
 from labkit import arch
 from labkit.launch import launch
-from labkit.predict import params as PP
+from labkit.predict.model import params as PP
 from labkit.predict import precision as P
 
 

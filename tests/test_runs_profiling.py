@@ -4,11 +4,12 @@ all-reduce per tensor, and the losses equal a single-process reference."""
 import pytest
 import torch
 
-from labkit import model as gpt
+from labkit.nn import model as gpt
 from labkit.launch import launch
-from labkit.measure import doctor, profiling
+from labkit.measure.trace import doctor
+from labkit.measure import profiling
 from labkit.runs.profiling import SlowDataset, configs
-from labkit.train import make_optimizer
+from labkit.training.train import make_optimizer
 
 pytestmark = pytest.mark.distributed
 

@@ -3,8 +3,8 @@ import pytest
 
 from labkit.launch import LaunchError, launch
 from labkit.predict.sharding import predict_calls, summarize
-from labkit.train import reference_losses
-from labkit.model import GPTConfig
+from labkit.training.train import reference_losses
+from labkit.nn.model import GPTConfig
 
 pytestmark = pytest.mark.distributed
 
@@ -140,7 +140,7 @@ def test_killing_one_agent_ends_the_other(tmp_path):
     from test_launch import _leftovers
     timeout = 90
     threads, out, errors, dirs = _two_nodes(
-        tmp_path, "labkit.runs.selftest", {"mode": "hang", "bad_rank": 1},
+        tmp_path, "labkit.runs.tools.selftest", {"mode": "hang", "bad_rank": 1},
         timeout=timeout)
     t0 = time.monotonic()
     for t in threads:

@@ -1,4 +1,4 @@
-"""The Llama-style block split by hand (runs/tp_gqa) and by DTensor equals
+"""The Llama-style block split by hand (runs/tp/gqa) and by DTensor equals
 one process: GQA heads by rank, K/V heads replicated (and their gradients
 all-reduced) when the ranks outnumber them, SwiGLU's gate/up column- and
 down row-parallel; the counted bytes are the formula's."""
@@ -6,7 +6,7 @@ import pytest
 
 from labkit.launch import launch
 from labkit.predict import tensor_parallel as TP
-from labkit.predict.tensor_parallel_gqa import kv_split
+from labkit.predict.tensor_parallel.gqa import kv_split
 from labkit.runs.tensor_parallel import llama_record
 
 pytestmark = pytest.mark.distributed
@@ -69,7 +69,7 @@ def test_replicated_kv_gradients_are_all_reduced(ranks):
 
 @pytest.mark.parametrize("variant", ["no_kv_sum", "wrong_kv_group"])
 def test_without_the_kv_copies_sum_the_gradients_differ(ranks, variant):
-    # the mutants of labkit.runs.kv_copies: the copies' gradients not
+    # the mutants of labkit.runs.tp.kv_copies: the copies' gradients not
     # summed, or summed over ranks {0, 2} and {1, 3}, which hold different
     # K/V heads (the same bytes on the wire). The output and every other
     # gradient are the scratch split's, bit for bit; K and V's are off by

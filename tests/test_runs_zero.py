@@ -1,6 +1,6 @@
 """DeepSpeed ZeRO-0..3 and offload on 2 gloo ranks: bytes, volume, losses.
 
-One torchrun launch trains every CPU variant of ``labkit.zero_config``;
+One torchrun launch trains every CPU variant of ``labkit.predict.zero``;
 the tests compare its records with the ledger (plus the named terms of
 ``labkit.measure.zero.expected_bytes``), with the communication
 prediction of ``labkit.predict.sharding`` and with the single-process
@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from labkit.zero_config import VARIANTS, ZeroConfig, variant
+from labkit.predict.zero import VARIANTS, ZeroConfig, variant
 
 STEPS = 4
 BUCKET = 20_000
@@ -243,7 +243,7 @@ def test_runs_under_the_deepspeed_launcher(tmp_path):
 
 
 def test_pcie_traffic_of_offload():
-    from labkit.zero_config import pcie_bytes_per_step
+    from labkit.predict.zero import pcie_bytes_per_step
     m = 1e9
     # ZeRO-Offload paper, Sec. 3: 4M bytes per step on one GPU
     assert pcie_bytes_per_step(m, 1, True, False)["total"] == 4 * m
@@ -258,7 +258,7 @@ def test_pcie_traffic_of_offload():
 
 def test_config_module_imports_no_torch():
     # a notebook builds and checks the JSON before any process starts
-    code = ("import sys, labkit.zero_config; "
+    code = ("import sys, labkit.predict.zero; "
             "assert 'torch' not in sys.modules; "
             "assert 'deepspeed' not in sys.modules")
     from labkit.launch import ROOT

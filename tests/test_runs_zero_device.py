@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from labkit.dist import Context
-from labkit.model import GPTConfig
+from labkit.nn.model import GPTConfig
 from labkit.runs import zero as Z
-from labkit.zero_config import variant
+from labkit.predict.zero import variant
 
 CONFIG = GPTConfig(layers=1, hidden=32, heads=2, vocab=64, seq=16)
 GPU = Context(rank=0, world_size=1, local_rank=0, backend="nccl",

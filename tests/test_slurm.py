@@ -64,7 +64,7 @@ def test_sbatch_on_a_fresh_clone(tmp_path):
         (fake / name).chmod(stat.S_IRWXU)
     env = dict(os.environ, PATH=f"{fake}:{os.environ['PATH']}",
                FAKE_LOGS=str(logs), LABKIT_PYTHON=str(fake / "python"))
-    args = ["labkit.runs.selftest", "--mode", "ok", "--note",
+    args = ["labkit.runs.tools.selftest", "--mode", "ok", "--note",
             "two  spaces and 'quotes' $HOME", "--empty", ""]
     r = subprocess.run(["sbatch", "scripts/slurm/run_lab.sbatch", *args],
                        cwd=clone, env=env, capture_output=True, text=True,

@@ -9,7 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from labkit import lab, provenance
+from labkit import lab
+from labkit.results import provenance
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "book" / "_ext"))

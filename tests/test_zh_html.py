@@ -39,7 +39,7 @@ ZH_ONLY = {p.stem for p in (ROOT / "locale" / "zh_CN" / "pages").glob("*.md")}
 # command's output: keys are identifiers); their own words are checked by
 # test_calculators_speak_... The lab stamp is said in the page's language
 # (book/_ext/lab_stamp.py): a prose paragraph like any other.
-# a planner layout's name (labkit.predict.layout_cost.Layout.name), an
+# a planner layout's name (labkit.predict.choosing.layout_cost.Layout.name), an
 # identifier a glued table shows as a row label: the same in both languages
 LAYOUT_NAME = re.compile(r"^tp\d+(\+sp)? pp\d+(\[[^\]]+\])?( cp\d+)? dp\d+ "
                          r"\S+ b\d+x\d+ recompute=\w+( offload=\w+)?$")

@@ -24,7 +24,7 @@ import calc_view
 # Arguments a form never shows: output switches of the command line.
 HIDDEN = {"help", "json", "plot", "hf_config"}   # a page has no files
 # The model picker: ``--preset`` (the command line's own choices, the
-# presets of labkit.predict.arch) stands for the model; while a preset is
+# presets of labkit.predict.model.arch) stands for the model; while a preset is
 # picked, the flags that give the model's shape are off (disabled in the
 # form, left out of the command), as the command line wants one or the
 # other.

@@ -102,7 +102,7 @@ def python_zip() -> bytes:
     root = checkout()
     files = [*(root / "labkit" / f for f in ("__init__.py", "__main__.py",
                                              "cli_rules.py", "disk.py")),
-             *sorted((root / "labkit" / "predict").glob("*.py"))]
+             *sorted((root / "labkit" / "predict").rglob("*.py"))]
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         for f in files:

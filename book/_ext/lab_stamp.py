@@ -7,8 +7,8 @@ title where and with what it was measured, as data::
     {"commit": "abc", "date": "2026-11-30T12:00:00+00:00", ...}
     ```
 
-(``labkit.provenance.record``; ``{}``: the lab was not run in this
-build). This directive says it as a note with ``labkit.provenance.stamp``
+(``labkit.results.provenance.record``; ``{}``: the lab was not run in this
+build). This directive says it as a note with ``labkit.results.provenance.stamp``
 in the page's language (``STAMP``, one table of phrases, English and
 Chinese): the same staged notebook serves both editions, the record's
 values (device, torch, date, commit) are the same in both, and no
@@ -31,14 +31,14 @@ OUTPUTS = {
 
 
 def lang_of(language: str | None) -> str:
-    """The ``labkit.provenance.STAMP`` key of a Sphinx ``language``."""
+    """The ``labkit.results.provenance.STAMP`` key of a Sphinx ``language``."""
     return "zh" if (language or "").lower().startswith("zh") else "en"
 
 
 def stamp_text(content: str, language: str | None) -> str:
     """The stamp of a record (the directive's JSON content) in
     ``language``; ValueError when the content is not a record."""
-    from labkit.provenance import STAMPED, stamp
+    from labkit.results.provenance import STAMPED, stamp
     try:
         rec = json.loads(content or "{}")
     except ValueError as e:

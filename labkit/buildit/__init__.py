@@ -12,7 +12,7 @@ How a student's code reaches the ranks
 A student writes a class or function in one notebook cell. ``run`` finds
 the text of that cell (IPython keeps every executed cell in ``linecache``
 under the file name its code objects carry), writes it to
-``<temp>/student.py`` and launches :mod:`labkit.runs.buildit` with
+``<temp>/student.py`` and launches :mod:`labkit.runs.tools.buildit` with
 :func:`labkit.launch.launch` on real gloo ranks. Every rank imports the file
 by path and runs the lab's *harness* (``labkit.buildit.<lab>``): the
 harness drives the student's code, computes a single-process reference on
@@ -121,7 +121,7 @@ def run(lab: str, *objs, sources: dict | None = None, config: dict | None
         args = ["--lab", lab, "--config", json.dumps(cfg), "--code", *files]
         run_dir = Path(run_dir or Path(tmp) / "run")
         try:
-            ranks = launch("labkit.runs.buildit", world or LABS[lab], args,
+            ranks = launch("labkit.runs.tools.buildit", world or LABS[lab], args,
                            timeout=timeout * len(files), run_dir=run_dir,
                            backend="gloo")
         except LaunchError as e:
@@ -137,7 +137,7 @@ def run(lab: str, *objs, sources: dict | None = None, config: dict | None
 
 def collect(lab: str, cfg: dict, sources: dict, ranks: list) -> dict:
     """``{name: result}`` from the ranks' records (``rank-*.json``) of a
-    launch of ``labkit.runs.buildit`` (``run``; grading's own spawner)."""
+    launch of ``labkit.runs.tools.buildit`` (``run``; grading's own spawner)."""
     out = {}
     for name in sources:
         per_rank = [r["results"][name] for r in ranks]
@@ -290,4 +290,14 @@ def show(result: dict):
         print(df.to_string(index=False))
     return df
 
-from labkit.buildit.smoke import smoke, tails  # noqa: E402,F401
+import labkit.buildit.smoke as _smoke  # noqa: E402 (never imports this)
+from labkit.buildit.smoke import tails  # noqa: E402,F401
+
+
+def smoke(lab: str, *objs, ranks: bool = True, run_dir=None,
+          config: dict | None = None) -> dict:
+    """One rank in this kernel, then real ranks: :func:`labkit.buildit
+    .smoke.smoke` with this package's ``harness``, ``run`` and ``show``."""
+    import sys
+    return _smoke.smoke(sys.modules[__name__], lab, *objs, ranks=ranks,
+                        run_dir=run_dir, config=config)

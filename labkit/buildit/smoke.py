@@ -35,13 +35,11 @@ from pathlib import Path
 TAIL_LINES = 15
 
 
-def _one_rank(lab: str, objs, config: dict | None) -> dict:
+def _one_rank(h, lab: str, objs, config: dict | None) -> dict:
     import torch
     import torch.distributed as tdist
 
-    from labkit.buildit import harness
     from labkit.dist import Context
-    h = harness(lab)
     if tdist.is_initialized():
         raise RuntimeError("buildit.smoke makes its own one-rank group: this "
                            "kernel already has a process group (restart "
@@ -84,21 +82,22 @@ def tails(run_dir, lines: int = TAIL_LINES) -> dict[int, str]:
     return out
 
 
-def smoke(lab: str, *objs, ranks: bool = True, run_dir=None,
+def smoke(buildit, lab: str, *objs, ranks: bool = True, run_dir=None,
           config: dict | None = None) -> dict:
     """Run part ``lab`` on ``objs`` on one rank in this kernel, then (unless
     ``ranks=False``) on real ranks in ``run_dir``; show each run's checks
     and, for a failed real run, each rank's log tail. Returns the last
     run's result (``buildit.run``'s dict). A part whose harness sets
     ``NO_ONE_RANK`` (the reason: a ring needs a peer) skips the one-rank
-    run and says why."""
-    from labkit import buildit
+    run and says why. ``buildit``: the package whose ``harness``, ``run``,
+    ``show`` and ``LABS`` it calls (passed in, so this module never
+    imports its package: no import circle)."""
     why_not = getattr(buildit.harness(lab), "NO_ONE_RANK", None)
     if why_not:   # a part that needs a peer (a ring) has no one-rank run
         print(f"one rank, in this kernel ({lab}): not run: {why_not}")
         result = None
     else:
-        result = _one_rank(lab, objs, config)
+        result = _one_rank(buildit.harness(lab), lab, objs, config)
         print(f"one rank, in this kernel ({lab}): your code ran")
         buildit.show(result)
     if not ranks:

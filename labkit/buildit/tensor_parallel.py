@@ -147,7 +147,7 @@ def _rank_attention(mod, cfg, r, w, got) -> dict:
     """The fused-QKV case on this rank (``got``: its share's weights,
     biases, ``x`` and ``dy``); the student's error is its own result (the
     pair's checks still grade)."""
-    from labkit.runs.buildit import describe
+    from labkit.runs.tools.buildit import describe
     qkv, proj, (x, dy) = linear(*got[0:2]), linear(*got[2:4]), got[4:6]
     try:
         col = mod.ColumnParallelLinear(qkv, r, w, parts=3)

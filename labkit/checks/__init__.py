@@ -21,6 +21,8 @@ Files: ``rules.py`` (the kinds of value), ``params.py`` (the table of
 names), ``common.py`` (profile, world sizes), and the labs' functions by
 family: ``data_parallel.py``, ``model_parallel.py``, ``measuring.py``,
 ``experts.py``, ``precision.py``, ``roofline.py``, ``hangs.py``.
+
+Its submodules import one another directly, never this package.
 """
 from __future__ import annotations
 

@@ -16,8 +16,8 @@ def memory(profile, world_sizes, strategies, model, global_batch, steps,
     """Lab 1. Returns ``(backend, config, model)``; ``fit_to_gpu`` trims the
     model's layers to what the GPU's memory holds (ledger + activations)."""
     from labkit.launch import pick_backend
-    from labkit.model import GPTConfig, check_shardable
-    from labkit.wrap import check_strategy
+    from labkit.nn.model import GPTConfig, check_shardable
+    from labkit.training.wrap import check_strategy
 
     config = GPTConfig(**model)
     # the Llama block's activation ledger is exact on CPU; fit_to_gpu and
@@ -74,9 +74,9 @@ def sharding(profile, world_size, shard_group, strategies, bucket_caps_mb,
              model, global_batch, steps, time_steps, link):
     """Lab 3. Returns ``(backend, config)``."""
     from labkit.launch import pick_backend
-    from labkit.model import GPTConfig
+    from labkit.nn.model import GPTConfig
     from labkit.predict import collectives as C
-    from labkit.wrap import check_strategy
+    from labkit.training.wrap import check_strategy
 
     config = GPTConfig(**model)
     on_gpu = _profile(profile)
@@ -100,9 +100,9 @@ def zero(profile, world_size, model, steps, global_batch, variants, fsdp,
          reduce_bucket_size):
     """Lab 4. Returns ``(backend, config)``."""
     from labkit.launch import pick_backend
-    from labkit.model import GPTConfig
-    from labkit.wrap import check_strategy
-    from labkit.zero_config import VARIANTS, variant
+    from labkit.nn.model import GPTConfig
+    from labkit.training.wrap import check_strategy
+    from labkit.predict.zero import VARIANTS, variant
 
     config = GPTConfig(**model)
     on_gpu = _profile(profile)
@@ -130,8 +130,8 @@ def colossalai(profile, world_size, plugins, model, global_batch, steps,
     """Lab 9. Returns ``(backend, config, python)``: the interpreter of
     Colossal-AI's own environment."""
     from labkit.launch import ROOT, pick_backend
-    from labkit.model import GPTConfig, check_shardable
-    from labkit.runs.colossalai_patches import NEEDS
+    from labkit.nn.model import GPTConfig, check_shardable
+    from labkit.runs.cai.patches import NEEDS
 
     config = GPTConfig(**model)
     _gpt_only(config, "lab 9's HybridParallelPlugin shards Hugging Face's "
@@ -164,7 +164,7 @@ def fit(profile, world_size, model, global_batch, budget_bytes, steps,
         compile_preset="llama-tiny"):
     """Lab 12. Returns ``(backend, config)``."""
     from labkit.launch import pick_backend
-    from labkit.model import GPTConfig, check_shardable
+    from labkit.nn.model import GPTConfig, check_shardable
 
     on_gpu = _profile(profile)
     config = GPTConfig(**model)   # gpt or llama: the ledger reads both

@@ -30,7 +30,7 @@ def profiling(profile, world_size, model, batch, delay_ms, workers,
     """Lab 7. Returns ``(backend, config, sweep)``: the DataLoader sweep's
     configuration names."""
     from labkit.launch import pick_backend
-    from labkit.model import GPTConfig
+    from labkit.nn.model import GPTConfig
     from labkit.runs.profiling import FIXES, configs
 
     config = GPTConfig(**model)          # ValueError for a bad shape
@@ -61,7 +61,7 @@ def checkpoint(profile, world_size, reshard_world_size, steps, every,
                hang_timeout_s):
     """Lab 8. Returns ``(on_gpu, config)``."""
     from labkit.launch import pick_backend
-    from labkit.model import GPTConfig, check_shardable
+    from labkit.nn.model import GPTConfig, check_shardable
 
     config = GPTConfig(**model)
     on_gpu = _profile(profile)

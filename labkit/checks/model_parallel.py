@@ -16,7 +16,7 @@ def tensor_parallel(profile, tp_sizes, hidden, heads, seq, micro_batch,
     """Lab 5. Returns ``on_gpu``. ``archs``: the blocks split -- the GPT's
     (the lesson: its fused QKV, the formulas) and the Llama-style one
     beside it (GQA with ``kv_heads``, SwiGLU)."""
-    from labkit.predict.tensor_parallel_gqa import kv_split
+    from labkit.predict.tensor_parallel.gqa import kv_split
     from labkit.runs.tensor_parallel import llama_record
 
     on_gpu = _profile(profile)
@@ -73,7 +73,7 @@ def pipeline_parallel(profile, stages, sweep_stages, schedules, chunks,
     require(hidden % heads == 0,
             f"hidden {hidden} must divide by heads {heads}")
     if arch == "llama":   # the record at these sizes (RoPE: even head_dim)
-        from labkit.predict.arch import of_shape
+        from labkit.predict.model.arch import of_shape
         a = of_shape(layers, hidden, heads, 8, 1, arch=arch)
         require(a.head_dim % 2 == 0, f"arch='llama': RoPE needs an even "
                 f"head_dim, got {a.head_dim}")
@@ -88,9 +88,9 @@ def mesh(profile, world_size, layouts, model, global_batch):
     block (``model['arch']``): TP must split the query heads, and split
     the K/V heads or be a multiple of them (replicas)."""
     from labkit.launch import pick_backend
-    from labkit.model import GPTConfig, arch_of
-    from labkit.predict import mesh_arch as MA
-    from labkit.predict.tensor_parallel_gqa import kv_split
+    from labkit.nn.model import GPTConfig, arch_of
+    from labkit.predict.mesh import arch as MA
+    from labkit.predict.tensor_parallel.gqa import kv_split
     from labkit.runs.mesh import parse_layout
 
     on_gpu = _profile(profile)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import types
 
-from labkit.checks import rules as R
+import labkit.checks.rules as R
 
 BIG = 2 ** 20            # batches, dimensions, counts: larger is a typo
 STEPS = 100_000          # a lab step runs in seconds; more is not a lab
@@ -78,7 +78,7 @@ def _optional(rule):
 
 
 def _preset(name, v):
-    from labkit.predict.arch import PRESETS     # pure Python
+    from labkit.predict.model.arch import PRESETS     # pure Python
     R.require(isinstance(v, str) and v in PRESETS, f"{name}: unknown "
               f"preset {R._show(v)}; choose from {', '.join(sorted(PRESETS))}")
     return v
@@ -105,7 +105,7 @@ def _layout(name, v):
             else _name(f"{name}[{k!r}]", x) for k, x in v.items()}
 
 
-ARCHS = ("gpt", "llama")   # labkit.model.ARCHS (no torch import here)
+ARCHS = ("gpt", "llama")   # labkit.nn.model.ARCHS (no torch import here)
 # ``arch`` is a key of ``model`` (_model); labs 5 and 6, which have no
 # model dict, take ``archs`` (lab 5) and ``arch`` (lab 6)
 

@@ -26,7 +26,7 @@ DTYPES = ("fp32", "bf16")
 def roofline(profile, model, batch, dtypes, step_dtype, matmul_sizes,
              stream_sizes, threads, world_size, global_tokens, chips):
     """Lab 16. Returns the step's ``GPTConfig``."""
-    from labkit.model import GPTConfig
+    from labkit.nn.model import GPTConfig
     from labkit.predict.roofline import CHIPS
     require(profile in PROFILES, f"unknown profile {profile!r}")
     bad = [d for d in dtypes if d not in DTYPES] + [None]

@@ -48,4 +48,8 @@ DeepSpeed runs, not dry-run, move it too: ``runs.zero.engine_model``,
 except where the optimizer is offloaded); autocast is CPU autocast (the same bf16
 casts of matmuls). The CUDA context, cuBLAS/NCCL workspaces and allocator
 fragmentation are not counted: the margin should leave room for them.
+
+The package imports ``labkit.nn``, ``labkit.training``, ``labkit.predict``
+and ``labkit.preflight``; the run modules' own parsers are read lazily
+(listed in ``.importlinter``).
 """

@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from labkit.model import GPTConfig
+from labkit.nn.model import GPTConfig
 from labkit.predict.memory import (activation_bytes_per_layer, gpt_params,
                                    ledger)
-from labkit.wrap import ZERO_EQUIVALENT
+from labkit.training.wrap import ZERO_EQUIVALENT
 
 ADAPTERS: dict[str, Callable[[dict], list]] = {}
 REASONS: dict[str, str] = {}

@@ -206,15 +206,15 @@ def dry_shape(a) -> dict:
 def arch_case(rec, strategy: str, world: int, micro_batch: int, seq: int,
               bf16: bool):
     """A data-parallel step of the decoder an architecture record
-    describes (:func:`labkit.model.build_arch`), as :func:`labkit.train
+    describes (:func:`labkit.nn.model.build_arch`), as :func:`labkit.training.train
     .setup` builds the GPT's; predicted: the model-state ledger (fp32
     weights and Adam, 16 bytes per parameter)."""
-    from labkit.model import build_arch
-    from labkit.predict import params as P
+    from labkit.nn.model import build_arch
+    from labkit.predict.model import params as P
     from labkit.predict.memory import ledger
-    from labkit.train import make_optimizer
-    from labkit.wrap import (ZERO_EQUIVALENT, autocast, shard_group_of,
-                             wrap)
+    from labkit.training.train import make_optimizer
+    from labkit.training.wrap import (ZERO_EQUIVALENT, autocast,
+                                      shard_group_of, wrap)
     if not strategy.startswith(("fsdp2", "ddp")):
         raise ValueError("--hf-config/--preset run ddp or fsdp2_* strategies"
                          f" (FSDP1's wrap policy names the GPT's modules), "
@@ -257,7 +257,7 @@ def dry_arch(a, rec) -> dict:
                          "sequence of the step)")
     import argparse
     from labkit import cli_rules
-    from labkit.wrap import check_strategy
+    from labkit.training.wrap import check_strategy
     layers = cli_rules.value(rec.layers, "layers", int,
                              f"{rec.name or 'the model'}: layers", "dryrun")
     cli_rules.check_costs("dryrun", argparse.Namespace(layers=layers,
@@ -282,7 +282,7 @@ def add_arguments(p) -> None:
                    help="free shape: micro-batch per rank")
     p.add_argument("--gpus", type=int, default=8)
     p.add_argument("--strategy", default="fsdp2_full",
-                   help="free shape: a labkit.wrap strategy")
+                   help="free shape: a labkit.training.wrap strategy")
     p.add_argument("--fp32", action="store_true",
                    help="free shape: fp32 compute (default bf16)")
     p.add_argument("--json", action="store_true")
@@ -308,7 +308,7 @@ def main(a) -> int:
         out = dry_profile(a.profile, gpu_bytes(a.gpu), a.only,
                           on_lab=shown)
     elif all(v is not None for v in shape):
-        from labkit.wrap import check_strategy
+        from labkit.training.wrap import check_strategy
         check_strategy(a.strategy, a.gpus)
         out = dry_shape(a)
     else:

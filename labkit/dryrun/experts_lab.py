@@ -22,9 +22,9 @@ states as its assumption. Predicted, per rank:
 - model states: the dense part (embedding, attention, router, norms,
   head) whole on every rank and ``E / ep`` experts per layer, each
   parameter with its gradient and Adam's two moments in the model's dtype
-  (:mod:`labkit.predict.params`);
+  (:mod:`labkit.predict.model.params`);
 - activations: the MoE ledger on one EP rank
-  (:func:`labkit.predict.activations_moe.ep_decoder_saved`) for the even
+  (:func:`labkit.predict.activations.moe.ep_decoder_saved`) for the even
   split, less the kept mask (the even path indexes without one) and the
   aux loss the layer holds (alive, not saved: the dry run counts what
   autograd saves), plus the token ids the embedding saves (a view of the
@@ -40,11 +40,11 @@ import argparse
 import torch
 
 from labkit.dryrun.cases import Case, lab
-from labkit.moe import router as R
-from labkit.moe.expert_parallel import ExpertParallelMoE
-from labkit.predict import activations_moe as AM
+from labkit.nn.moe import router as R
+from labkit.nn.moe.expert_parallel import ExpertParallelMoE
+from labkit.predict.activations import moe as AM
 from labkit.predict import experts as X
-from labkit.predict import params as P
+from labkit.predict.model import params as P
 
 ASSUMED = "even dropless routing: every expert k T / E rows from each rank"
 
@@ -127,8 +127,8 @@ def _experts(p: dict) -> list[Case]:
         from torch.nn.parallel import DistributedDataParallel as DDP
 
         from labkit.dryrun.fake import fake_ddp_hook
-        from labkit.model import GPTConfig, batch, build_arch, local_batch
-        from labkit.moe.layer import total_aux_loss
+        from labkit.nn.model import GPTConfig, batch, build_arch, local_batch
+        from labkit.nn.moe.layer import total_aux_loss
         mesh = init_device_mesh(ctx.device.type, (world // a.ep, a.ep),
                                 mesh_dim_names=("dp", "ep"))
         base = build_arch(RX.record(a), seed=a.seed).to(

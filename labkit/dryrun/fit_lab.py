@@ -4,8 +4,8 @@
 
 Registers ``fit`` in :data:`labkit.dryrun.labs.ADAPTERS` when imported
 (``labkit.dryrun.labs`` imports it). Two cases per profile, built as
-:func:`labkit.runs.fit.train` builds them (``labkit.recompute.apply``, then
-``labkit.wrap.wrap``, then Adam; one step of ``accumulation`` micro-batches
+:func:`labkit.runs.fit.train` builds them (``labkit.training.recompute.apply``, then
+``labkit.training.wrap.wrap``, then Adam; one step of ``accumulation`` micro-batches
 through ``tracker.forward``):
 
 - the profile's ``over_budget`` configuration (gpu8: DDP of the ~7B model),
@@ -13,7 +13,7 @@ through ``tracker.forward``):
 - the planner's choice (:func:`labkit.predict.fit.choose`), which fits;
 - the ``accumulation`` part, one case per ``accumulation_runs`` entry,
   built by the run's own ``accumulation_setup``
-  (:mod:`labkit.runs.fit_accumulation`: the planner's recompute, bf16 and
+  (:mod:`labkit.runs.blocks.accumulation`: the planner's recompute, bf16 and
   micro-batch) and stepped by its ``accumulate`` (``max(accumulation, 2)``
   micro-batches, as the notebook launches it): with gradient sync off
   FSDP2 holds the unsharded gradients between micro-batches.
@@ -34,10 +34,10 @@ def _case(p: dict, cfg: F.Config, variant: str) -> Case:
     precision = "fsdp_bf16" if p["bf16"] else "fp32"
 
     def setup(ctx):
-        from labkit.model import batch, build, local_batch
-        from labkit.recompute import apply
-        from labkit.train import make_optimizer
-        from labkit.wrap import autocast, wrap
+        from labkit.nn.model import batch, build, local_batch
+        from labkit.training.recompute import apply
+        from labkit.training.train import make_optimizer
+        from labkit.training.wrap import autocast, wrap
         model = wrap(apply(build(c), cfg.recompute), cfg.strategy, ctx,
                      bf16=p["bf16"])
         if cfg.strategy == "ddp" and ctx.backend == "fake":
@@ -70,13 +70,13 @@ def _case(p: dict, cfg: F.Config, variant: str) -> Case:
 
 
 def _accumulation_case(p: dict, cfg: F.Config, run: str) -> Case:
-    from labkit.predict.accumulation import unsharded_grad_bytes
+    from labkit.predict.sharding.accumulation import unsharded_grad_bytes
     c = gpt_config(p["model"])
     world, k = p["world_size"], max(cfg.accumulation, 2)
 
     def setup(ctx):
-        from labkit.model import batch, local_batch
-        from labkit.runs import fit_accumulation as R
+        from labkit.nn.model import batch, local_batch
+        from labkit.runs.blocks import accumulation as R
         strategy, no_sync = R.ACCUMULATION_RUNS[run]
         if strategy == "ddp" and ctx.backend == "fake":
             raise ValueError("accumulation under DDP: not dry-run here")
@@ -86,7 +86,7 @@ def _accumulation_case(p: dict, cfg: F.Config, run: str) -> Case:
                                    device=ctx.device), ctx.rank, world)
                 for i in range(k)]
 
-        def step(tracker):   # runs.fit_accumulation.accumulation's
+        def step(tracker):   # runs.blocks.accumulation.accumulation's
             opt.zero_grad(set_to_none=True)
             R.accumulate(model, amp, strategy, no_sync, k, data.__getitem__,
                          tracker.forward, keep=run in R.NO_RESHARD)

@@ -24,7 +24,7 @@ import torch
 
 from labkit.dryrun.cases import (ADAPTERS, REASONS, Case,  # noqa: F401
                                  cannot, gpt_config, lab, predicted)
-from labkit.model import GPTConfig, batch, local_batch  # noqa: F401
+from labkit.nn.model import GPTConfig, batch, local_batch  # noqa: F401
 from labkit.predict.memory import activation_bytes_per_layer
 
 # adapters kept in files of their own register themselves on import; they
@@ -34,10 +34,10 @@ from labkit.dryrun import experts_lab, fit_lab, mesh_lab  # noqa: E402,F401
 
 def dp_case(lab_name: str, strategy: str, c: GPTConfig, world: int,
             global_batch: int, bf16: bool, **wrap_kw) -> Case:
-    """A data-parallel strategy as :func:`labkit.train.setup` builds it
+    """A data-parallel strategy as :func:`labkit.training.train.setup` builds it
     (labs 1, 3, 4, 7, 8): every rank holds the same, rank 0 stands for all.
     """
-    from labkit.train import setup as dp_setup
+    from labkit.training.train import setup as dp_setup
 
     def setup(ctx):
         from labkit.dryrun.fake import fake_ddp_hook
@@ -47,7 +47,7 @@ def dp_case(lab_name: str, strategy: str, c: GPTConfig, world: int,
         x, y = local_batch(*batch(c, global_batch, 0, device=ctx.device),
                            ctx.rank, ctx.world_size)
 
-        def step(tracker):  # labkit.train.train_step, forward counted
+        def step(tracker):  # labkit.training.train.train_step, forward counted
             opt.zero_grad(set_to_none=True)
             with amp:
                 loss = tracker.forward(model, x, y)
@@ -126,7 +126,7 @@ def _tensor_parallel(p: dict) -> list[Case]:
     for tp in p["tp_sizes"]:
         for variant in ("dtensor", "scratch"):
             def setup(ctx, tp=tp, variant=variant):
-                from labkit.model import Block
+                from labkit.nn.model import Block
                 ref = Block(cfg).to(device=ctx.device, dtype=dtype)
                 if variant == "dtensor":
                     from torch.distributed.device_mesh import \

@@ -7,14 +7,14 @@ registry imports it). Each layout ``DxT[+sp]`` of the profile is built by
 :func:`labkit.runs.mesh.setup`, the run module's own function; every rank
 of a layout holds the same shapes, so rank 0 stands for all. Predicted:
 the TP-then-FSDP ledger of the block's record
-(:func:`labkit.predict.mesh_arch.rank_param_bytes`; fp32 weights and gradients, Adam's two moments) and Korthikanti et al.
+(:func:`labkit.predict.mesh.arch.rank_param_bytes`; fp32 weights and gradients, Adam's two moments) and Korthikanti et al.
 2022's activations (Table 2) with ``t`` and sequence parallelism.
 """
 from __future__ import annotations
 
 from labkit.dryrun.cases import Case, gpt_config, lab
-from labkit.model import arch_of, batch, local_batch
-from labkit.predict import mesh_arch as MA
+from labkit.nn.model import arch_of, batch, local_batch
+from labkit.predict.mesh import arch as MA
 from labkit.predict.memory import activation_bytes_per_layer
 
 
@@ -33,7 +33,7 @@ def _mesh(p: dict) -> list[Case]:
                                       device=ctx.device),
                                mesh.get_local_rank("dp"), lay["dp"])
 
-            def step(tracker):  # labkit.train.train_step, forward counted
+            def step(tracker):  # labkit.training.train.train_step, forward counted
                 opt.zero_grad(set_to_none=True)
                 if amp is None:
                     loss = tracker.forward(model, x, y)

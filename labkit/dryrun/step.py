@@ -15,7 +15,7 @@ import gc
 
 import torch
 
-from labkit import train
+from labkit.training import train
 from labkit.dryrun.account import Tracker
 from labkit.dryrun.fake import fake_world, rank_context
 

@@ -1,7 +1,7 @@
 """Start a torchrun job from a notebook cell and collect per-rank JSON.
 
     from labkit.launch import launch
-    results = launch("labkit.runs.selftest", nproc=2, args=["--mode", "ok"])
+    results = launch("labkit.runs.tools.selftest", nproc=2, args=["--mode", "ok"])
 
 `launch` runs ``python -m torch.distributed.run --nproc-per-node N -m MODULE
 ARGS`` under a guard process (:mod:`labkit.launch.guard`) that ends
@@ -45,9 +45,15 @@ anything starts), :mod:`~labkit.launch.rendezvous` (one node or several),
 :mod:`~labkit.launch.reaper` and :mod:`~labkit.launch.guard` (start and
 end the process tree), :mod:`~labkit.launch.report` (what a failure
 says), :mod:`~labkit.launch.cli` (the command line).
+
+The package: the guard, rendezvous, reaper and report are its submodules,
+which never import this ``__init__``. It imports only ``labkit.launch.*``,
+``labkit.rehearse.node`` and the standard library; the rehearsal, above
+it, is loaded by name (:data:`REHEARSAL`).
 """
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import os
@@ -101,7 +107,7 @@ def launch(module: str, nproc: int, args: list | tuple | dict = (), *,
     started = time.monotonic()    # the timeout counts from the call
     endpoint = check_nodes(nnodes, node_rank, rdzv_endpoint)
     if os.environ.get("LABKIT_REHEARSE"):   # fake ranks: labkit.rehearse
-        from labkit.rehearse.hook import launch as rehearsed
+        rehearsed = importlib.import_module(REHEARSAL).launch
         return rehearsed(module, nproc, args, python=python, nnodes=nnodes)
     backend = pick_backend(nproc, backend, require_gpu)
     if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) \
@@ -165,6 +171,11 @@ def venv_path(python: str, path: str) -> str:
     rest = [d for d in path.split(os.pathsep) if d and d != here]
     return os.pathsep.join([here, *rest])
 
+
+# The rehearsal (fake ranks, labkit.rehearse) sits above the launcher and
+# imports it: under LABKIT_REHEARSE the launcher loads it by name, as
+# torchrun loads a rank's module, so no import runs back up.
+REHEARSAL = "labkit.rehearse.hook"
 
 # a one-node rendezvous whose port someone else took is tried this often
 _PORT_TRIES = 3
@@ -283,9 +294,3 @@ def _scratch() -> str:
     d = ROOT / "_build" / "runs"
     d.mkdir(parents=True, exist_ok=True)
     return str(d)
-
-
-def main(argv=None) -> int:
-    """``python -m labkit.launch``: see :mod:`labkit.launch.cli`."""
-    from labkit.launch.cli import main as cli_main
-    return cli_main(argv)

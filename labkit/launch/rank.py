@@ -8,7 +8,7 @@ each rank in a session of its own, so when torchrun is SIGKILLed its
 ranks would run on; with this, Linux kills them (the guard,
 :mod:`labkit.launch.guard`, sweeps up anything that still remains). It
 also starts the rank's heartbeat (:mod:`labkit.launch.heartbeat`) and,
-in a rehearsal, shows it the node's GPUs (:mod:`labkit.rehearse.visible`).
+in a rehearsal, shows it the node's GPUs (:mod:`labkit.rehearse.node`).
 """
 import os
 import runpy
@@ -27,7 +27,7 @@ if __name__ == "__main__":
     from labkit.launch import heartbeat
     heartbeat.start()    # the launch names a rank that stops beating
     if os.environ.get("LABKIT_REHEARSE_GPUS"):   # a node's GPUs, shown
-        from labkit.rehearse.visible import pretend
+        from labkit.rehearse.node import pretend
         pretend(int(os.environ["LABKIT_REHEARSE_GPUS"]))
     module = sys.argv.pop(1)
     runpy.run_module(module, run_name="__main__", alter_sys=True)

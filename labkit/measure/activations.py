@@ -29,7 +29,7 @@ head's all-gather buffer, on one rank in one run of several). So the
 storages that went through a ``c10d`` op are given up to ``settle_s`` to
 be released; one still alive then is really kept and counted. The
 functional collectives (``_c10d_functional``: the EP all-to-all of
-:mod:`labkit.moe.expert_parallel`) allocate their output themselves, so
+:mod:`labkit.nn.moe.expert_parallel`) allocate their output themselves, so
 their outputs count as communicated too (before this, a landing CI run
 counted one 7,168-byte fp32 storage more than the EP ledger on one rank:
 an all-to-all's output, most likely, that gloo had not yet let go of).

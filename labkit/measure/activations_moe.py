@@ -1,5 +1,5 @@
 """Measure what an MoE decoder keeps for backward (twin of
-:mod:`labkit.predict.activations_moe`).
+:mod:`labkit.predict.activations.moe`).
 
     got = measure(model, x, y)            # as labkit.measure.activations
     kept = router_counts(model)           # what the ledger is given
@@ -13,7 +13,7 @@ forward just measured -- the ledger's input, as the all-to-all bytes'.
 from __future__ import annotations
 
 from labkit.measure import activations as MA
-from labkit.moe.layer import moe_blocks
+from labkit.nn.moe.layer import moe_blocks
 
 
 def measure(model, x, y, autocast=None, settle_s: float = 1.0) -> dict:

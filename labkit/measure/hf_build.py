@@ -7,7 +7,7 @@ training step and the bytes its forward keeps for backward.
     from labkit.measure.hf_build import measure_config
     measure_config("config.json", seq=4096, batch=1)
 
-The course's record (:mod:`labkit.predict.hf_config`) reads the families it
+The course's record (:mod:`labkit.predict.model.hf_config`) reads the families it
 knows into closed forms; this is the check that needs no closed form. The
 model is built by transformers itself under ``FakeTensorMode`` (shapes and
 dtypes, no data: a 235 B-parameter MoE costs seconds and no memory), then:
@@ -37,7 +37,7 @@ GB = 1e9
 def _config(source):
     import transformers
     transformers.logging.set_verbosity_error()
-    from labkit.predict.hf_config import _load
+    from labkit.predict.model.hf_config import _load
     d = dict(_load(source))
     kind = d.get("model_type")
     if not isinstance(kind, str):
@@ -146,9 +146,9 @@ def measure_config(source, seq: int, batch: int = 1) -> dict:
 def record_answer(source, seq: int, batch: int) -> dict | None:
     """The record's closed forms for the same config, or None where the
     record does not know the family."""
-    from labkit.predict import hf_config
-    from labkit.predict.flops_arch import arch_flops
-    from labkit.predict.params import total
+    from labkit.predict.model import hf_config
+    from labkit.predict.model.flops_arch import arch_flops
+    from labkit.predict.model.params import total
     try:
         a = hf_config.read(source)
     except ValueError:

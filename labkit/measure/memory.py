@@ -116,10 +116,10 @@ def activation_bytes(block: torch.nn.Module, batch: int, seq: int,
     Measured as ``batch x (saved(2 b) - saved(b)) / b``: the tensors saved
     for backward grow with the batch, the saved weights do not. With
     ``recompute`` the block runs under activation checkpointing
-    (:func:`labkit.model.recomputed`): only its input is kept.
+    (:func:`labkit.nn.model.recomputed`): only its input is kept.
     """
     import contextlib
-    from labkit.model import recomputed
+    from labkit.nn.model import recomputed
 
     def run(b):
         x = torch.randn(b, seq, hidden, device=device, requires_grad=True)

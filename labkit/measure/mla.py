@@ -1,4 +1,4 @@
-"""Measure what a small MLA block keeps for backward (twin of predict.mla).
+"""Measure what a small MLA block keeps for backward (twin of predict.model.mla).
 
     python -m labkit.measure.mla      # predicted, measured, ratio on CPU
 
@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from labkit.predict import mla as P
+from labkit.predict.model import mla as P
 
 
 def _rotate_half(t: torch.Tensor) -> torch.Tensor:

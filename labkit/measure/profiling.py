@@ -7,13 +7,13 @@
     python -m labkit profile RUN_DIR --max-memory 1     # at most 1 GB
 
 ``RUN_DIR`` holds one Chrome trace per rank (``*.json`` or ``*.json.gz``,
-as written by :mod:`labkit.measure.capture` or any ``torch.profiler`` run);
-a single trace file works too. Reading is :mod:`labkit.measure.kineto`.
+as written by :mod:`labkit.measure.trace.capture` or any ``torch.profiler`` run);
+a single trace file works too. Reading is :mod:`labkit.measure.trace.kineto`.
 
 How one rank's trace is split -- by kernel launch, HTA's breakdown (GPU
 traces, the default), or by the CPU's ``ProfilerStep`` windows -- is
-:mod:`labkit.measure.rank_breakdown`; how the result is shown (table,
-bars, timeline) is :mod:`labkit.measure.profiling_show`. This file reads a
+:mod:`labkit.measure.trace.rank_breakdown`; how the result is shown (table,
+bars, timeline) is :mod:`labkit.measure.trace.show`. This file reads a
 run folder, averages its steps and is the command line; the names of
 those modules stay reachable from here (``profiling.breakdown``, ...).
 """
@@ -24,15 +24,15 @@ import os
 from functools import partial
 from pathlib import Path
 
-from labkit.measure.cpu_window import (  # noqa: F401  (re-exported)
+from labkit.measure.trace.cpu_window import (  # noqa: F401  (re-exported)
     ORDER, idle_gaps, split)
-from labkit.measure.intervals import (  # noqa: F401  (re-exported)
+from labkit.measure.trace.intervals import (  # noqa: F401  (re-exported)
     clip, intersect, subtract, total, union)
-from labkit.measure.kineto import (  # noqa: F401  (re-exported)
+from labkit.measure.trace.kineto import (  # noqa: F401  (re-exported)
     KIND_OF_TYPE, Trace, load, read, trace_files)
-from labkit.measure.profiling_show import (  # noqa: F401 (re-exported)
+from labkit.measure.trace.show import (  # noqa: F401 (re-exported)
     COLORS, plot_bars, plot_timeline, table)
-from labkit.measure.rank_breakdown import (  # noqa: F401 (re-exported)
+from labkit.measure.trace.rank_breakdown import (  # noqa: F401 (re-exported)
     KINDS, VIEWS, breakdown, combine, hta_split, mean_step, top_ops)
 
 
@@ -110,7 +110,7 @@ def main(args) -> int:
                          if getattr(args, "max_memory", None) else
                          f"{args.run_dir}: out of memory") from None
     if args.doctor:
-        from labkit.measure import doctor
+        from labkit.measure.trace import doctor
         triage, findings = doctor.triage(report), doctor.diagnose(report)
     if args.json:
         if args.doctor:

@@ -8,7 +8,7 @@
 
 Context parallelism (CP) splits the *sequence* of every layer's attention
 over ``p`` ranks; everything else in a layer is per token and needs no
-communication. Two ways (:mod:`labkit.runs.cp_attention`):
+communication. Two ways (:mod:`labkit.runs.blocks.cp_attention`):
 
 - ring attention (Liu et al. 2023): K and V, ``2 b (s/p) h`` elements per
   rank, go round the ring ``p - 1`` times forward; backward sends them

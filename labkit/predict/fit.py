@@ -5,7 +5,7 @@
 Pure Python. The model is the course's GPT by its sizes (``layers``,
 ``hidden``, ``heads``, ``vocab``, ``seq``), a lab's model dict with its
 ``arch`` (``"gpt"`` or ``"llama"``: the Llama-style block at those sizes,
-:func:`labkit.predict.arch.of_shape`), or an architecture record and a
+:func:`labkit.predict.model.arch.of_shape`), or an architecture record and a
 sequence length (``{"arch": arch.preset("llama3-8b"), "seq": 8192}``).
 A configuration is a strategy (``ddp`` or ``fsdp2_full`` =
 ZeRO-3), a recompute mode, a per-rank micro-batch and the accumulation
@@ -14,7 +14,7 @@ rank,
 
 - model states: :func:`labkit.predict.memory.ledger` (fp32 weights and
   Adam: 16 bytes per parameter, whole for DDP, / N for FSDP; chapter 1);
-- activations: :func:`labkit.predict.activations_arch.saved` for the
+- activations: :func:`labkit.predict.activations.arch.saved` for the
   micro-batch (exact, tensor by tensor; chapter 12);
 - transients: DDP's gradient buckets (a second copy of the gradients,
   4 Psi, unless ``gradient_as_bucket_view``); FSDP's gathered units (the
@@ -31,10 +31,10 @@ puts the measured peak beside it. :func:`check` refuses, before anything
 starts, a configuration that does not fit; :func:`plan` lists every configuration with its bytes
 and its predicted step time, and :func:`choose` returns the fitting one
 with the most tokens/s. The step time is a no-overlap upper bound:
-hardware FLOPs (recomputation included, :func:`labkit.predict.flops.
+hardware FLOPs (recomputation included, :func:`labkit.predict.model.flops.
 hardware_flops`) at ``flops_per_s`` plus the bytes each rank sends on a
 ring (:func:`labkit.predict.collectives.ring_bytes_sent` of the calls of
-:func:`labkit.predict.accumulation.step_calls`) at ``link_bytes_per_s``.
+:func:`labkit.predict.sharding.accumulation.step_calls`) at ``link_bytes_per_s``.
 """
 from __future__ import annotations
 
@@ -42,8 +42,8 @@ import math
 from dataclasses import asdict, dataclass
 
 from labkit.predict import activations as A
-from labkit.predict.accumulation import step_calls
-from labkit.predict.flops import hardware_flops
+from labkit.predict.sharding.accumulation import step_calls
+from labkit.predict.model.flops import hardware_flops
 from labkit.predict.memory import gpt_params, ledger
 
 STRATEGIES = ("ddp", "fsdp2_full")
@@ -57,7 +57,7 @@ def _full(model: dict) -> dict:
     m = {"mlp_ratio": 4, **model}
     a = m.get("arch")
     if isinstance(a, str):   # a lab's model dict: "gpt" or "llama"
-        from labkit.predict.arch import of_shape
+        from labkit.predict.model.arch import of_shape
         a = m["arch"] = None if a == "gpt" else of_shape(
             m["layers"], m["hidden"], m["heads"], m["vocab"], m["seq"],
             m["mlp_ratio"], a)
@@ -69,7 +69,7 @@ def _full(model: dict) -> dict:
 
 def _psi(m: dict) -> int:
     if m.get("arch") is not None:
-        from labkit.predict import params as P
+        from labkit.predict.model import params as P
         return P.total(m["arch"])
     return gpt_params(m["layers"], m["hidden"], m["heads"], m["vocab"],
                       m["seq"], m["mlp_ratio"])
@@ -77,7 +77,7 @@ def _psi(m: dict) -> int:
 
 def _units(m: dict) -> list:
     if m.get("arch") is not None:
-        from labkit.predict.mesh_arch import unit_shapes as arch_units
+        from labkit.predict.mesh.arch import unit_shapes as arch_units
         return arch_units(m["arch"], 1)
     return unit_shapes(m["layers"], m["hidden"], m["heads"], m["vocab"],
                        m["seq"], m["mlp_ratio"])
@@ -87,7 +87,7 @@ def _saved(m: dict, batch: int, precision: str, rc: str, device: str,
            block: bool = False, strided_targets: bool = True) -> list:
     """The activation ledger of the model (one block, or all of it)."""
     if m.get("arch") is not None:
-        from labkit.predict import activations_arch as AA
+        from labkit.predict.activations import arch as AA
         if block:
             return AA.block_saved(m["arch"], batch, m["seq"], precision, rc,
                                   device=device)
@@ -103,7 +103,7 @@ def _saved(m: dict, batch: int, precision: str, rc: str, device: str,
 
 def _hardware_flops(m: dict, batch: int, rc: str) -> float:
     if m.get("arch") is not None:
-        from labkit.predict.flops_arch import arch_flops
+        from labkit.predict.model.flops_arch import arch_flops
         return arch_flops(m["arch"], batch, m["seq"], rc)["hardware_flops"]
     return hardware_flops(batch, m["seq"], m["layers"], m["hidden"],
                           m["vocab"], rc)
@@ -115,7 +115,7 @@ def saved(model: dict, micro_batch: int, precision: str = "fp32",
           recompute: str = "none", device: str = "cpu",
           strided_targets: bool = True) -> list:
     """What the forward of one micro-batch keeps for backward, tensor by
-    tensor (:mod:`labkit.predict.activations_arch`; the GPT's
+    tensor (:mod:`labkit.predict.activations.arch`; the GPT's
     :mod:`labkit.predict.activations` is that ledger on its preset)."""
     return _saved(_full(model), micro_batch, precision, recompute, device,
                   strided_targets=strided_targets)
@@ -136,7 +136,7 @@ def recompute_flop_ratio(model: dict, recompute: str) -> float:
 
 
 def unit_shapes(layers, hidden, heads, vocab, seq, mlp_ratio=4) -> list:
-    """Parameter shapes of each FSDP unit of labkit.model.GPT, in order."""
+    """Parameter shapes of each FSDP unit of labkit.nn.model.GPT, in order."""
     h, r = hidden, mlp_ratio
     block = [(h,), (h,), (3 * h, h), (3 * h,), (h, h), (h,), (h,), (h,),
              (r * h, h), (r * h,), (h, r * h), (h,)]

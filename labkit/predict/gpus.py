@@ -1,5 +1,5 @@
 """GPU presets: dense 16-bit peaks, CUDA device names, node links (pure
-Python). Re-exported by :mod:`labkit.predict.flops`, where MFU uses them.
+Python). Re-exported by :mod:`labkit.predict.model.flops`, where MFU uses them.
 
     from labkit.predict.gpus import PEAKS, gpu_preset
     gpu_preset("NVIDIA H100 80GB HBM3")   # -> "h100-sxm"

@@ -7,7 +7,7 @@ formulas, each assumption named:
 
 * compute: every trained model of the lab (strategies, variants, bucket
   caps, ... times world sizes) runs its steps; one step is the model FLOPs
-  of :func:`labkit.predict.flops.model_flops` (Narayanan et al. 2021,
+  of :func:`labkit.predict.model.flops.model_flops` (Narayanan et al. 2021,
   Eq. 3) at ``MFU`` of the GPU's dense bf16 peak (``PEAKS``);
 * communication: FULL_SHARD's 3 Phi per step
   (:func:`labkit.predict.sharding.step_comm`, ring alpha-beta at the
@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from labkit.predict.flops import PEAKS, model_flops
-from labkit.predict.params import lab_params
+from labkit.predict.model.flops import PEAKS, model_flops
+from labkit.predict.model.params import lab_params
 from labkit.predict.sharding import comm_time, step_comm
 
 MFU = 0.35            # assumption: model FLOPs utilisation of a small run
@@ -105,11 +105,11 @@ NVME_CELL = ("zero3_nvme",)   # lab 4's optional GPU cell (catches failure)
 
 
 def variant_ops(name: str) -> list[str]:
-    """The DeepSpeed ops one ``labkit.zero_config`` variant JIT-compiles:
+    """The DeepSpeed ops one ``labkit.predict.zero`` variant JIT-compiles:
     ``async_io`` for NVMe offload, ``cpu_adam`` for DeepSpeed's optimizer
     over offloaded states. A client ``torch.optim.Adam`` (every variant but
     ``zero3_nvme``) compiles nothing, offload or not."""
-    from labkit.zero_config import VARIANTS
+    from labkit.predict.zero import VARIANTS
     v = VARIANTS[name]
     offloads = (v.get("offload_optimizer", "none"),
                 v.get("offload_param", "none"))

@@ -164,8 +164,8 @@ def fp8_ledger(a, gpus: int = 8, seq: int = 4096, micro_batch: int = 1,
     step, the linears' saved inputs per micro-batch) and FLOPs (the share
     that runs in FP8 and the step time at the two peaks, compute-bound).
     """
-    from labkit.predict import flops as F
-    from labkit.predict import params as PP
+    from labkit.predict.model import flops as F
+    from labkit.predict.model import params as PP
     from labkit.predict.gpus import PEAKS
     f = F.arch_flops(a, micro_batch, seq)
     psi, mm = f["params"], f["matmul_params"]

@@ -19,7 +19,7 @@ compute when the compute takes longer than the bytes on the link
 (:func:`fsdp_tokens`, :func:`dp_tokens`, :func:`tp_max`).
 
 :func:`step_ops` lists every op of one training step of the course's GPT
-(:mod:`labkit.model`, fp32 by default) with its FLOPs and bytes: the
+(:mod:`labkit.nn.model`, fp32 by default) with its FLOPs and bytes: the
 matmuls by shape (2 m k n FLOPs, Narayanan et al. 2021, Sec. 5.1), the
 attention core (4 b s^2 h forward), norms, GELU, residual adds, the
 cross-entropy, the embedding and AdamW. Backward is two matmuls per
@@ -27,7 +27,7 @@ forward matmul and one pass of reads and writes per elementwise op.
 :func:`step_time` is the one step-time model: compute per op from the
 roofline (or a measured efficiency of the peak per kind of op), plus the
 communication that compute does not hide (the overlap rules of
-:mod:`labkit.predict.sharding_time`).
+:mod:`labkit.predict.sharding.timing`).
 """
 from __future__ import annotations
 
@@ -118,14 +118,14 @@ def _linear(name, tokens, d_in, d_out, e, count):
 
 def step_ops(batch: int, seq: int, layers: int, hidden: int, heads: int,
              vocab: int, mlp_ratio: int = 4, e: int = 4) -> list[Op]:
-    """Every op of one training step of the GPT of :mod:`labkit.model`
+    """Every op of one training step of the GPT of :mod:`labkit.nn.model`
     (pre-LayerNorm, fused QKV, GELU MLP, learned positions, untied head,
     AdamW), every tensor ``e`` bytes (the loss in fp32). Counts are per
     step; backward's ops are folded into their forward's row."""
     t, h, f, v = batch * seq, hidden, mlp_ratio * hidden, vocab
     psi = layers * (4 * h * h + 2 * h * f + 9 * h + f) + v * h * 2 + \
         seq * h + 2 * h
-    ce = 4   # the loss is taken in fp32 (labkit.decoder: logits.float())
+    ce = 4   # the loss is taken in fp32 (labkit.nn.decoder: logits.float())
     # attention core, scaled_dot_product_attention: Q K^T and P V, 4 b s^2 h
     # forward (Narayanan et al. 2021, Sec. 5.1, no causal halving); the
     # backward does twice the forward's FLOPs; bytes: q, k, v, out forward,
@@ -258,7 +258,7 @@ def step_time(ops: list[Op], peak: float, bandwidth: float,
     communication compute does not hide.
 
     ``comm``: seconds per phase (``forward``, ``backward``, ``step``), e.g.
-    from :func:`labkit.predict.sharding_time.comm_time`. Forward comm hides
+    from :func:`labkit.predict.sharding.timing.comm_time`. Forward comm hides
     under the forward (a third of the non-optimizer compute), backward
     comm under the backward (two thirds); the optimizer phase hides
     nothing (the overlap rules of :func:`sharding_time.overlap`)."""

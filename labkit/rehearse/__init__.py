@@ -29,4 +29,8 @@ timings, a collective's answer checked with ``bool()``, routing
 counts: "not rehearsed"), DeepSpeed's and Colossal-AI's engines (another
 interpreter for the latter), CUDA-only calls of a cell
 (``torch.cuda.*``), compiled kernels.
+
+The package sits above the launcher, the dry run and the preflight and
+imports them; its shared names live low (``env.py``, ``limits.py``) so
+that no module here imports back up to ``hook.py``.
 """

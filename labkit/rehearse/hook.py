@@ -40,11 +40,10 @@ import os
 import time
 
 from labkit.launch.report import LaunchError
+from labkit.rehearse.env import DEEPSPEED_ON_CPU, ENV, LOG  # noqa: F401
+from labkit.rehearse.limits import (  # noqa: F401 (the hook's API)
+    FAKE_LIMITS, LIMIT_WORDS, fake_limit, limit_reason)
 
-ENV, LOG = "LABKIT_REHEARSE", "LABKIT_REHEARSE_LOG"
-# a rank's error raised by DeepSpeed on this machine's CPU accelerator
-# (labkit.rehearse.world, which marks it)
-DEEPSPEED_ON_CPU = "DeepSpeed's accelerator here is the CPU"
 # flag -> the most a rehearsal runs (timings: none; training: two steps)
 CUTS = {"--steps": 2, "--time-steps": 0, "--timing-steps": 0,
         "--warmup": 0, "--iters": 1, "--repeats": 1, "--sweep-steps": 1}
@@ -52,63 +51,13 @@ STEP_FLAGS = {"--kill-step", "--every", "--at"}
 
 
 # run modules whose lesson is time itself, which fake ranks do not have
-TIMED = {"labkit.runs.hang": "a rank stalls on purpose until the process "
+TIMED = {"labkit.runs.tools.hang": "a rank stalls on purpose until the process "
          "group's timeout (NCCL's watchdog) ends the others: a wait in "
          "seconds, and the fake group has no timeout (lab 8's cell would "
          "sleep its whole 10 x timeout here)",
          "labkit.runs.hangs": "its faults are waits at the process "
          "group's timeout and py-spy reading live processes: neither "
          "exists in a fake group"}
-
-
-# a rank's error that says what fake tensors cannot do, not a rule broken
-FAKE_LIMITS = ("DynamicOutputShapeException", "DataDependentOutputException",
-               "UnsupportedOperatorException", "data is not allocated",
-               "Cannot access data pointer", "Cannot copy out of meta",
-               "cannot be converted to a Python", "NotImplementedError",
-               "Not implemented.",        # an op the fake group lacks
-               "DeepSpeed's accelerator here is the CPU",  # world.py
-               "the objects a peer pickled are values",    # nccl.py
-               "Expected supported device, got meta",  # torch's own list
-               "DataLoader worker (pid",   # forks of the fake world
-               "is not pickleable",        # DCP's plans hold fake objects
-               "the fake rank's process crashed",   # isolate.CRASHED
-               # the same defect, caught before it crashes (lab 5's DTensor
-               # block on meta: isolate.py); "meta" is the stand-in's only
-               'the storage of a tensor on device "meta"')
-
-
-# what the first kinds mean, in words, for the "not rehearsed" line
-LIMIT_WORDS = {
-    "DynamicOutputShapeException": "its output's shape depends on values "
-    "(data-dependent)",
-    "DataDependentOutputException": "it reads values (data-dependent)",
-    "is not pickleable": "DCP pickles each rank's save plan to gather "
-    "it, and a plan of fake tensors holds objects that do not pickle",
-    "DataLoader worker (pid": "DataLoader's worker processes are forks "
-    "of this process, which holds the fake world",
-    "got meta": "torch accepts CUDA there, not the meta device that "
-    "stands for it (GradScaler's device check)",
-    'on device "meta"': "torch's fake tensors on the meta device lost a "
-    "storage (a DTensor split on meta; the same defect also ends the "
-    "process, see labkit.rehearse.isolate)",
-    "the fake rank's process crashed": "torch's code under fake tensors "
-    "on the meta device ended the rank's process (a signal); the rank's "
-    "Python code cannot, and on the GPU it runs real tensors",
-    "DeepSpeed's accelerator here is the CPU": "DeepSpeed makes its "
-    "buffers on its accelerator, chosen at import: CUDA on the node, the "
-    "CPU here, while the rank's GPU is the meta device"}
-
-
-def fake_limit(problem: str) -> bool:
-    return any(k in problem for k in FAKE_LIMITS)
-
-
-def limit_reason(problem: str) -> str:
-    """The "not rehearsed" reason of a rank's fake-tensor limit."""
-    words = next((w for k, w in LIMIT_WORDS.items() if k in problem), "")
-    return "fake tensors cannot run it" + (f" ({words})" if words else "") \
-        + f": {problem}"
 
 
 class NotRehearsed(LaunchError):

@@ -75,7 +75,7 @@ def fitted(p: dict, gpu_bytes: float | None) -> dict:
     priced all 24 layers (44.8 GB, an OOM) where the notebook trains 4."""
     if not p.get("fit_to_gpu") or gpu_bytes is None:
         return p
-    from labkit.preflight_memory import fitted_layers
+    from labkit.preflight.memory import fitted_layers
     fit = fitted_layers(p, gpu_bytes)
     if fit < 1:      # the notebook refuses; preflight says so
         return p

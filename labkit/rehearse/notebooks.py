@@ -39,7 +39,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from labkit.rehearse.hook import ENV, LOG
+from labkit.rehearse.env import ENV, LOG
 
 LABS = Path(__file__).resolve().parents[2] / "labs"
 # a fake rank at real size costs seconds per step on 2 cores: lab 1

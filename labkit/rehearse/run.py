@@ -111,7 +111,7 @@ def rehearse_launch(lab, launch, node) -> dict:
     res = rehearse_ranks(launch.module, launch.world_size,
                          as_argv(launch.params), node, where, ranks="all")
     row["ranks"], row["problems"] = res["ranks"], res["problems"]
-    from labkit.rehearse.hook import fake_limit, limit_reason
+    from labkit.rehearse.limits import fake_limit, limit_reason
     if row["problems"] and all(fake_limit(p) for p in row["problems"]):
         row["not_rehearsed"] = limit_reason(row["problems"][0])
         row["problems"] = []      # what fake tensors cannot do: listed
@@ -165,7 +165,7 @@ def rehearse(profile_name: str, node_name: str | None = None,
     are executed (``"all"``: every one), see
     :mod:`labkit.rehearse.notebooks`."""
     from labkit.preflight import gpu_lines, load_profile
-    from labkit.preflight_check import lab_ranks
+    from labkit.preflight.check import lab_ranks
     from dataclasses import asdict
     node = describe(node_name)
     profile = load_profile(profile_name)

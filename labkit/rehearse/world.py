@@ -40,7 +40,7 @@ from labkit.dryrun.fake import fake_world
 from labkit.rehearse.attention import cuda_attention
 from labkit.rehearse.autocast import patched_autocast
 from labkit.rehearse.fsdp import fsdp1_on_meta
-from labkit.rehearse.hook import DEEPSPEED_ON_CPU
+from labkit.rehearse.env import DEEPSPEED_ON_CPU
 from labkit.rehearse.nccl import (NcclRules, object_collectives,
                                   watch_groups)
 from labkit.rehearse.process import FAKE, own_process

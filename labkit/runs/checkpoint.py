@@ -5,7 +5,7 @@
         --kill-rank 2 --kill-step 5 --reference
 
 Every rank builds the tiny GPT from one seed, shards it with FSDP2
-(``fully_shard``, ``labkit.wrap``) and trains ``--steps`` steps on batches
+(``fully_shard``, ``labkit.training.wrap``) and trains ``--steps`` steps on batches
 drawn by a :class:`Sampler` (a shuffled synthetic dataset with its own
 generator). Every ``--every`` steps all ranks save one DCP checkpoint
 (``torch.distributed.checkpoint.save``): the sharded model and optimizer
@@ -25,7 +25,7 @@ folder (step, loss, attempt), so the test can see which steps were redone.
 ``--reference`` then trains the same run again from scratch, without a
 kill, into ``<ckpt-dir>/../reference``: its losses are the uninterrupted
 trajectory, and its one checkpoint, of the last step, is what
-``labkit.runs.reshard`` loads. Both runs also save the last step.
+``labkit.runs.tools.reshard`` loads. Both runs also save the last step.
 """
 from __future__ import annotations
 
@@ -40,17 +40,19 @@ from pathlib import Path
 import torch
 import torch.distributed as tdist
 import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint.state_dict import (
-    StateDictOptions, get_model_state_dict, get_state_dict, set_state_dict)
+from torch.distributed.checkpoint.state_dict import (StateDictOptions,
+                                                     get_model_state_dict,
+                                                     get_state_dict,
+                                                     set_state_dict)
 
 from labkit import dist
 from labkit.checkpoint import (_first_line, atomic_step_dir, check_meta,
                                latest_checkpoint, newest_good_checkpoint,
                                require_under_build)
-from labkit.model import (add_shape_arguments, batch, build, check_shardable,
-                          config_from_args, local_batch)
-from labkit.train import make_optimizer, mean_over_ranks
-from labkit.wrap import wrap
+from labkit.nn.model import (add_shape_arguments, batch, build,
+                             check_shardable, config_from_args, local_batch)
+from labkit.training.train import make_optimizer, mean_over_ranks
+from labkit.training.wrap import wrap
 
 
 class Sampler:

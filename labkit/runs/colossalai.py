@@ -9,15 +9,15 @@ Runs in Colossal-AI's own environment (it pins torch<=2.5.1); the lab's
 kernel stays in ``.venv`` and starts these ranks with
 ``labkit.launch.launch(..., python=".venv-colossalai/bin/python")``.
 
-For every plugin the course's GPT (``labkit.model``) trains ``--steps``
+For every plugin the course's GPT (``labkit.nn.model``) trains ``--steps``
 steps from the same seed on the same batches as the single-process
-reference (``labkit.train``), with the same Adam. The last step is measured:
+reference (``labkit.training.train``), with the same Adam. The last step is measured:
 the collectives it issues (``labkit.measure.collectives``) and, at the end
 of backward, the bytes the rank holds, counted storage by storage in
 Colossal-AI's own structures: the working parameters and their gradients,
 LowLevelZero's gradient store and fp32 master shards, and the inner Adam's
 states. ``--time-steps K`` (GPU) times K more steps and reads the CUDA
-peak. Patches of CUDA-only calls live in ``labkit.runs.colossalai_patches``;
+peak. Patches of CUDA-only calls live in ``labkit.runs.cai.patches``;
 each record lists the ones its plugin needed.
 """
 from __future__ import annotations
@@ -32,12 +32,12 @@ import torch
 from labkit import device, dist
 from labkit.measure.collectives import CollectiveCounter
 from labkit.measure.memory import unique_bytes
-from labkit.model import (add_shape_arguments, build, config_from_args,
-                          count_params, rank_batches, sharding_units)
-from labkit.runs.colossalai_patches import NEEDS, apply
-from labkit.train import LR, make_optimizer, mean_over_ranks
+from labkit.nn.model import (add_shape_arguments, build, config_from_args,
+                             count_params, rank_batches, sharding_units)
+from labkit.runs.cai.patches import NEEDS, apply
+from labkit.training.train import LR, make_optimizer, mean_over_ranks
 
-# HybridParallelPlugin needs a shardformer policy: labkit.runs.colossalai_hybrid
+# HybridParallelPlugin needs a shardformer policy: labkit.runs.cai.hybrid
 PLUGINS = tuple(p for p in NEEDS if not p.startswith("hybrid_"))
 
 
@@ -69,8 +69,8 @@ def make_plugin(name: str, bf16: bool, cuda: bool):
     if name == "torch_fsdp":
         from torch.distributed.fsdp.wrap import ModuleWrapPolicy
 
-        from labkit.model import Block, Embeddings, Head
-        # one FSDP unit per labkit.model.sharding_units, as lab 3 wraps
+        from labkit.nn.model import Block, Embeddings, Head
+        # one FSDP unit per labkit.nn.model.sharding_units, as lab 3 wraps
         return P.TorchFSDPPlugin(
             auto_wrap_policy=ModuleWrapPolicy({Embeddings, Block, Head}))
     if name == "gemini":
@@ -149,7 +149,7 @@ def _boost(booster, name: str, config, a):
     model = build(config, a.seed)
     if name == "gemini":  # GeminiOptimizer accepts only its own Adams
         from colossalai.nn.optimizer import HybridAdam
-        # adamw_mode=False, no weight decay: the Adam of labkit.train
+        # adamw_mode=False, no weight decay: the Adam of labkit.training.train
         return booster.boost(model, HybridAdam(model.parameters(), lr=LR,
                                                adamw_mode=False))
     return booster.boost(model, make_optimizer(model))

@@ -50,8 +50,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from labkit import arch, dist
 from labkit import device as D
 from labkit.measure.collectives import CollectiveCounter
-from labkit.model import batch, build_arch
-from labkit.wrap import wrap
+from labkit.nn.model import batch, build_arch
+from labkit.training.wrap import wrap
 
 
 CACHE = Path(__file__).resolve().parents[2] / ".cache" / "inductor"

@@ -11,7 +11,7 @@ grouped-query attention) and output gradient from the seed, computes full
 attention in one process as the reference (PyTorch's
 ``scaled_dot_product_attention``, math kernel, on K/V repeated for the
 query heads, so dK and dV are the sums over each head's copies),
-then runs each method (:mod:`labkit.runs.cp_attention`) on its own slice of
+then runs each method (:mod:`labkit.runs.blocks.cp_attention`) on its own slice of
 the sequence, causal and not:
 
 - ``ring``: contiguous chunks, K/V round the ring;
@@ -40,7 +40,7 @@ import torch.nn.functional as F
 
 from labkit import dist
 from labkit.measure.collectives import CollectiveCounter
-from labkit.runs import cp_attention as A
+from labkit.runs.blocks import cp_attention as A
 
 METHODS = ("ring", "ring_balanced", "ulysses")
 

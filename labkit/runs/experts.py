@@ -4,9 +4,9 @@
         --experts 4 --top-k 2 --capacity-factors none,1.0,1.25,2.0
 
 The world of ``W`` ranks is a ``dp x ep`` mesh (``ep`` the inner dim).
-Every rank builds the same decoder with MoE blocks (:mod:`labkit.moe`)
+Every rank builds the same decoder with MoE blocks (:mod:`labkit.nn.moe`)
 from the seed; each block's MoE keeps only its EP rank's experts
-(:class:`labkit.moe.expert_parallel.ExpertParallelMoE`). The dense part
+(:class:`labkit.nn.moe.expert_parallel.ExpertParallelMoE`). The dense part
 (embedding, attention, router, shared MLP, head) is plain DDP over all
 ``W`` ranks, with the experts hidden from it; an expert's gradient is
 summed over the ``dp`` group only -- its replicas -- and divided by ``W``,
@@ -40,9 +40,9 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from labkit import arch, dist
 from labkit.measure import activations_moe as MM
 from labkit.measure.collectives import CollectiveCounter
-from labkit.model import GPTConfig, batch, build_arch, local_batch
-from labkit.moe.expert_parallel import ExpertParallelMoE, expert_parameters
-from labkit.moe.layer import moe_blocks, total_aux_loss
+from labkit.nn.model import GPTConfig, batch, build_arch, local_batch
+from labkit.nn.moe.expert_parallel import ExpertParallelMoE, expert_parameters
+from labkit.nn.moe.layer import moe_blocks, total_aux_loss
 from labkit.predict import experts as X
 
 
@@ -159,7 +159,7 @@ def activations(base, ctx, mesh, a, c) -> dict:
     """What one dropless forward keeps for backward on this rank, the EP
     model's (:mod:`labkit.measure.activations_moe`), with each layer's
     sent and received rows: the ledger's input
-    (:func:`labkit.predict.activations_moe.ep_decoder_saved`)."""
+    (:func:`labkit.predict.activations.moe.ep_decoder_saved`)."""
     set_capacity(base, None)
     model = parallel(base, mesh.get_group("ep"))
     xs, ys = local_batch(*batch(c, a.batch, 0, a.seed, device=ctx.device),

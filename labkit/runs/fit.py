@@ -18,7 +18,7 @@ Per rank it records
   recompute would not fit, issue 28);
 - ``deepspeed``: the same for DeepSpeed ZeRO-1/2/3 with
   ``gradient_accumulation_steps`` (:func:`deepspeed_accumulation`);
-  both parts live in :mod:`labkit.runs.fit_accumulation`;
+  both parts live in :mod:`labkit.runs.blocks.accumulation`;
 - ``train``: the chosen configuration trained for ``--steps`` steps: losses,
   step seconds, and the peak: on CPU the live tensor bytes
   (:class:`labkit.measure.fit.PeakBytes`, with the peak's composition); on
@@ -41,13 +41,13 @@ from labkit import device as D
 from labkit import dist
 from labkit.measure.activations import measure
 from labkit.measure.fit import MemoryHistory, PeakBytes, read_snapshot
-from labkit.model import add_shape_arguments, build, config_from_args
-from labkit.recompute import MODES, apply
-from labkit.runs.fit_accumulation import (  # noqa: F401 - re-exported
+from labkit.nn.model import add_shape_arguments, build, config_from_args
+from labkit.training.recompute import MODES, apply
+from labkit.runs.blocks.accumulation import (  # noqa: F401 - re-exported
     ACCUMULATION_RUNS, NO_RESHARD, _data, _grad_bytes, accumulate,
     accumulation, accumulation_setup, deepspeed_accumulation)
-from labkit.train import make_optimizer, mean_over_ranks
-from labkit.wrap import autocast, wrap
+from labkit.training.train import make_optimizer, mean_over_ranks
+from labkit.training.wrap import autocast, wrap
 
 
 def _median_s(fn, repeats, device):

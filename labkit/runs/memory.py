@@ -12,7 +12,7 @@ lab pays the start-up cost of torchrun once. For each strategy and rank it
 records:
 
 - ``losses``: the global-batch loss of every step (compare with
-  :func:`labkit.train.reference_losses`);
+  :func:`labkit.training.train.reference_losses`);
 - ``after_forward_unsharded``: bytes of FSDP's gathered weights still
   allocated between forward and backward of the last step (0 when each unit
   was resharded after its forward; the whole model for SHARD_GRAD_OP);
@@ -20,7 +20,7 @@ records:
   optimizer step (:func:`labkit.measure.memory.model_state_bytes`);
 - ``activations``: one block's activation bytes for this rank's
   micro-batch, without and with full recomputation (the record's ledger,
-  :func:`labkit.predict.activations_arch.block_saved`, predicts them to
+  :func:`labkit.predict.activations.arch.block_saved`, predicts them to
   the byte on CPU; Korthikanti et al. 2022 for the GPT block in 16-bit;
   :func:`measure_activations`);
 - ``step_s``: each step's seconds (:class:`labkit.device.Timer`: CUDA
@@ -46,10 +46,11 @@ from labkit import device as D
 from labkit import dist
 from labkit.measure.memory import (activation_bytes, model_state_bytes,
                                    unsharded_param_bytes)
-from labkit.model import (add_shape_arguments, batch, build, config_from_args,
-                         count_params, GPTConfig, local_batch)
-from labkit.train import mean_over_ranks, setup
-from labkit.wrap import STRATEGIES, autocast
+from labkit.nn.model import (add_shape_arguments, batch, build,
+                             config_from_args, count_params, GPTConfig,
+                             local_batch)
+from labkit.training.train import mean_over_ranks, setup
+from labkit.training.wrap import STRATEGIES, autocast
 
 
 def run_strategy(strategy: str, config: GPTConfig, ctx, steps: int,
@@ -93,7 +94,7 @@ def measure_activations(config: GPTConfig, micro_batch: int, ctx,
     activation bytes, without and with full recomputation
     (:func:`labkit.measure.memory.activation_bytes`, on this rank's device,
     under the bf16 autocast of the DDP path when ``bf16``)."""
-    from labkit.model import Block
+    from labkit.nn.model import Block
     import torch
     torch.manual_seed(seed)
     block = Block(config).to(ctx.device)

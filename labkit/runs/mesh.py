@@ -17,13 +17,13 @@ dimension, so a parameter ends up ``[Shard(0) over dp, Shard(k) over tp]``.
 
 The block is the course's GPT (``--arch gpt``) or the Llama-style block
 (``--arch llama``: GQA, SwiGLU, RMSNorm, RoPE), whose plan is
-:mod:`labkit.runs.tp_llama` (K/V heads split over "tp", or replicated
+:mod:`labkit.runs.tp.llama` (K/V heads split over "tp", or replicated
 when "tp" has more ranks than K/V heads).
 
 For every layout the tiny model trains ``--steps`` steps from the seed on
 the global batch (each "dp" group its slice, the ranks of a "tp" group the
 same slice), and each rank saves: the losses beside one process's on the
-full batch (``labkit.train.reference_losses``), its first step's
+full batch (``labkit.training.train.reference_losses``), its first step's
 gradients against one process's (``grad_rel_diff``), its parameter bytes
 (``to_local()``: what it really holds), the collectives of the last step
 counted by :class:`labkit.measure.collectives.CollectiveCounter` and split
@@ -42,14 +42,14 @@ import torch.distributed as tdist
 from labkit import device as D
 from labkit import dist
 from labkit.measure.collectives import CollectiveCounter
-from labkit.model import (add_shape_arguments, arch_of, batch, build,
-                          config_from_args, local_batch, sharding_units)
-from labkit.predict.tensor_parallel_gqa import kv_split
-from labkit.runs import kv_copies
-from labkit.runs.tp_layers import separate_qkv
-from labkit.runs.tp_llama import grad_rel_diff
-from labkit.train import (make_optimizer, mean_over_ranks, reference_losses,
-                          train_step)
+from labkit.nn.model import (add_shape_arguments, arch_of, batch, build,
+                             config_from_args, local_batch, sharding_units)
+from labkit.predict.tensor_parallel.gqa import kv_split
+from labkit.runs.tp import kv_copies
+from labkit.runs.tp.layers import separate_qkv
+from labkit.runs.tp.llama import grad_rel_diff
+from labkit.training.train import (make_optimizer, mean_over_ranks,
+                                   reference_losses, train_step)
 
 
 def parse_layout(text: str, world_size: int | None = None) -> dict:
@@ -124,8 +124,8 @@ def parallelize(model, mesh, sequence_parallel: bool = False,
         for block in model.blocks:  # Q, K, V apart: a column split = heads
             block.attn = separate_qkv(block.attn, heads)
             parallelize_module(block, tp, tp_plan(sequence_parallel))
-    elif tp.size() > 1:         # the Llama-style block: labkit.runs.tp_llama
-        from labkit.runs import tp_llama
+    elif tp.size() > 1:         # the Llama-style block: labkit.runs.tp.llama
+        from labkit.runs.tp import llama as tp_llama
         kv = [tp_llama.parallelize_block(block, tp, model.arch,
                                          sequence_parallel)
               for block in model.blocks]

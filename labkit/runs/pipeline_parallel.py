@@ -5,12 +5,12 @@
 
 Each pipeline depth ``p`` of ``--stages`` runs on ranks ``0..p-1`` (the
 others wait), so one launch measures several depths. The GPT of
-``labkit.model`` is cut into ``p x v`` stages of equal numbers of
+``labkit.nn.model`` is cut into ``p x v`` stages of equal numbers of
 blocks (the embedding rides with the first stage, the final LayerNorm and
 output layer with the last); rank ``r`` runs stage ``r`` (GPipe, 1F1B) or
 stages ``r, r + p, ...`` (interleaved 1F1B, ``v = --chunks``), with
 ``torch.distributed.pipelining``'s ``ScheduleGPipe``, ``Schedule1F1B`` and
-``ScheduleInterleaved1F1B`` (:mod:`labkit.runs.pp_stages`).
+``ScheduleInterleaved1F1B`` (:mod:`labkit.runs.blocks.pp_stages`).
 
 Two measurements per schedule:
 
@@ -46,8 +46,8 @@ import torch.distributed as tdist
 
 from labkit import device as D
 from labkit import dist
-from labkit.model import add_shape_arguments, batch, build, config_from_args
-from labkit.runs.pp_stages import (  # noqa: F401 (re-exported)
+from labkit.nn.model import add_shape_arguments, batch, build, config_from_args
+from labkit.runs.blocks.pp_stages import (  # noqa: F401 (re-exported)
     Stage, instrument, loss_fn, make_pipeline, split, step)
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved")

@@ -22,11 +22,11 @@ one real fp32 step of ``arch.preset("llama-tiny")`` widened to
   weights and gradients, four scalings, e4m3 forward / e5m2 backward; an
   emulated FP8 matmul vs bf16 vs fp32 against fp64.
 
-What needs the ranks (:mod:`labkit.runs.precision_dist`): FSDP2 with
+What needs the ranks (:mod:`labkit.runs.amp.dist`): FSDP2 with
 ``MixedPrecisionPolicy``, ``ShardedGradScaler``, all-reduce in bf16 vs
 fp32 over 2 and 4 ranks, and an FP8 all-gather of the FSDP shards; with
 ``--parts ...,deepspeed``, DeepSpeed ZeRO-3 in bf16 with fp32 master
-weights (:mod:`labkit.runs.precision_deepspeed`).
+weights (:mod:`labkit.runs.amp.deepspeed`).
 """
 from __future__ import annotations
 
@@ -40,7 +40,8 @@ import torch.nn as nn
 from labkit import arch, dist
 from labkit.measure import activations as MA
 from labkit.measure import precision as M
-from labkit.model import batch, build_arch
+from labkit.nn.model import batch, build_arch
+from labkit.runs.amp.steps import scaled_steps  # noqa: F401
 
 SCALES = (1.0, 2.0 ** 16)
 
@@ -106,23 +107,6 @@ def grad_scaler_run(a, data, steps, init_scale, growth_interval):
     return scaled_steps(model, opt, scaler, data, steps, autocast=True)
 
 
-def scaled_steps(model, opt, scaler, data, steps, autocast=False):
-    """``steps`` fp16 steps through a loss scaler (``GradScaler`` or FSDP's
-    ``ShardedGradScaler``): each step's scale, loss and whether the scaler
-    skipped it (the scale dropped: an inf or NaN gradient)."""
-    out = []
-    for s in range(steps):
-        x, y = data(s)
-        with torch.autocast("cpu", torch.float16, enabled=autocast):
-            loss = model(x, y)
-        before = scaler.get_scale()
-        scaler.scale(loss.float()).backward()
-        scaler.step(opt)
-        scaler.update()
-        opt.zero_grad()
-        out.append({"step": s, "scale": before, "loss": loss.item(),
-                    "skipped": scaler.get_scale() < before})
-    return out
 
 
 def accumulation(model, data, ks):
@@ -228,7 +212,7 @@ def local_part(a, args):
 
 
 def main(argv=None):
-    from labkit.runs import precision_dist as D
+    from labkit.runs.amp import dist as D
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--preset", default="llama-tiny")
     ap.add_argument("--hidden", type=int, default=256)
@@ -257,7 +241,7 @@ def main(argv=None):
         out.update(D.dist_part(rec, a, ctx))
     t2 = time.perf_counter()
     if "deepspeed" in a.parts:
-        from labkit.runs.precision_deepspeed import deepspeed_bf16
+        from labkit.runs.amp.deepspeed import deepspeed_bf16
         out["deepspeed_bf16"] = deepspeed_bf16(
             rec, a, ctx, lambda s: D._data(rec, a, ctx, s))
     out["seconds"] = {"local": t1 - t0, "dist": t2 - t1,

@@ -3,8 +3,8 @@
     torchrun --nproc-per-node 2 -m labkit.runs.profiling \\
         --configs slow,fix_data,fix_buckets,fix_sync --out /tmp/prof
 
-The tiny GPT (:mod:`labkit.model`) trains with DDP under ``torch.profiler``
-(:mod:`labkit.measure.capture`); every configuration writes its traces to
+The tiny GPT (:mod:`labkit.nn.model`) trains with DDP under ``torch.profiler``
+(:mod:`labkit.measure.trace.capture`); every configuration writes its traces to
 ``OUT/<config>/rank-<r>.json.gz``, for ``python -m labkit profile``. The
 slow baseline carries three causes, each a classic:
 
@@ -42,10 +42,11 @@ from pathlib import Path
 import torch
 import torch.distributed as tdist
 
-from labkit import dist, model as gpt
-from labkit.measure.capture import capture, phase
-from labkit.train import make_optimizer, mean_over_ranks
-from labkit.wrap import autocast, wrap
+from labkit import dist
+from labkit.nn import model as gpt
+from labkit.measure.trace.capture import capture, phase
+from labkit.training.train import make_optimizer, mean_over_ranks
+from labkit.training.wrap import autocast, wrap
 
 TINY_BUCKET_MB = 1e-6   # below any tensor's size: one bucket per tensor
 DEFAULT_BUCKET_MB = 25.0

@@ -5,7 +5,7 @@
 fsdp1_shard_grad_op,fsdp1_no_shard,fsdp1_hybrid_shard \
         --shard-group 2 --bucket-caps 0.02,0.05,0.1,0.25 --steps 3
 
-For each strategy (``labkit.wrap`` names) the tiny GPT trains ``--steps``
+For each strategy (``labkit.training.wrap`` names) the tiny GPT trains ``--steps``
 steps from the same seed on the same batches; a
 :class:`~labkit.measure.collectives.CollectiveCounter` records every
 collective of every step. The last step is the one to compare with
@@ -48,11 +48,12 @@ import torch.distributed as tdist
 
 from labkit import dist
 from labkit.measure.collectives import CollectiveCounter
-from labkit.model import (add_shape_arguments, build, config_from_args,
-                         count_params, GPTConfig, rank_batches,
-                         sharding_units)
-from labkit.train import make_optimizer, mean_over_ranks, setup, train_step
-from labkit.wrap import STRATEGIES, autocast, check_strategy
+from labkit.nn.model import (add_shape_arguments, build, config_from_args,
+                             count_params, GPTConfig, rank_batches,
+                             sharding_units)
+from labkit.training.train import (make_optimizer, mean_over_ranks, setup,
+                                   train_step)
+from labkit.training.wrap import STRATEGIES, autocast, check_strategy
 
 
 def run_strategy(strategy: str, config: GPTConfig, ctx, a,

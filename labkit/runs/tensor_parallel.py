@@ -3,7 +3,7 @@
     torchrun --nproc-per-node 2 -m labkit.runs.tensor_parallel \
         --variants scratch,dtensor,wrong_split
 
-Every rank builds the same block of the course's GPT (``labkit.model.Block``:
+Every rank builds the same block of the course's GPT (``labkit.nn.model.Block``:
 LayerNorm, causal self-attention, LayerNorm, GELU MLP, residuals) from one
 seed, runs it unsharded as the reference, and then runs a tensor-parallel
 version of it over all ranks, Megatron-style (Shoeybi et al. 2019, Sec. 3):
@@ -24,7 +24,7 @@ version of it over all ranks, Megatron-style (Shoeybi et al. 2019, Sec. 3):
   numbers), to time the computation alone.
 - ``no_kv_sum``, ``wrong_kv_group`` (Llama-style block only): the scratch
   split with the K/V copies' gradients not summed, or summed over ranks
-  that hold different heads (:mod:`labkit.runs.kv_copies`); wrong
+  that hold different heads (:mod:`labkit.runs.tp.kv_copies`); wrong
   gradients where ``tp`` is above the K/V heads.
 - ``megatron`` (optional, needs ``megatron-core``): the same split with
   megatron-core's ``ColumnParallelLinear`` / ``RowParallelLinear``, which
@@ -50,20 +50,20 @@ import torch.distributed as tdist
 from labkit import device as D
 from labkit import dist
 from labkit.measure.collectives import CollectiveCounter
-from labkit.model import GPTConfig, build, build_arch
-from labkit.predict.tensor_parallel_gqa import kv_split
-from labkit.runs.tp_dtensor import dtensor_block, dtensor_full_grads
-from labkit.runs.tp_gqa import llama_record, llama_split  # noqa: F401
-from labkit.runs.tp_layers import (LocalAttention, LocalMLP,  # noqa: F401
+from labkit.nn.model import GPTConfig, build, build_arch
+from labkit.predict.tensor_parallel.gqa import kv_split
+from labkit.runs.tp.dtensor import dtensor_block, dtensor_full_grads
+from labkit.runs.tp.gqa import llama_record, llama_split  # noqa: F401
+from labkit.runs.tp.layers import (LocalAttention, LocalMLP,  # noqa: F401
                                    TPBlock, separate_qkv)
-from labkit.runs.tp_megatron import megatron_available, megatron_block
-from labkit.runs.tp_scratch import (ColumnParallelLinear,  # noqa: F401
+from labkit.runs.tp.megatron import megatron_available, megatron_block
+from labkit.runs.tp.scratch import (ColumnParallelLinear,  # noqa: F401
                                     RowParallelLinear, qkv_rows,
                                     scratch_block, scratch_full_grads)
 
 VARIANTS = ("scratch", "dtensor", "wrong_split", "no_comm", "megatron")
 SCRATCH_LAYOUT = ("scratch", "no_comm", "megatron")  # same shards
-LLAMA_VARIANTS = ("scratch", "dtensor", "no_comm",   # labkit.runs.tp_gqa
+LLAMA_VARIANTS = ("scratch", "dtensor", "no_comm",   # labkit.runs.tp.gqa
                   "no_kv_sum", "wrong_kv_group")
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp64": torch.float64}
 STEP = 0.1  # SGD update / parameters (RMS) of the after-step check
@@ -99,7 +99,7 @@ def step_lr(params: dict, grads: dict, step: float) -> float:
 
 def gpt_split(variant, cfg, ctx, mesh, like):
     """``(block, full_grads, sync)`` of a GPT-block variant."""
-    from labkit.model import Block
+    from labkit.nn.model import Block
     tp, rank = ctx.world_size, ctx.rank
     ref = Block(cfg).to(device=like.device, dtype=like.dtype)
     if variant in ("scratch", "no_comm"):

@@ -7,12 +7,12 @@
     # the same with DeepSpeed's own launcher (it passes --local_rank)
     deepspeed --num_gpus 2 --module labkit.runs.zero --variants zero3
 
-For each variant (a name from ``labkit.zero_config.VARIANTS``) every rank
+For each variant (a name from ``labkit.predict.zero.VARIANTS``) every rank
 builds the same model from the same seed, hands it to
 ``deepspeed.initialize`` with the JSON of its :class:`ZeroConfig` and a
-plain ``torch.optim.Adam`` (``labkit.train.make_optimizer``), and trains
+plain ``torch.optim.Adam`` (``labkit.training.train.make_optimizer``), and trains
 ``--steps`` steps on the same batches as the single-process reference
-(``labkit.train.reference_losses``). On the last step it records:
+(``labkit.training.train.reference_losses``). On the last step it records:
 
 - the model-state bytes at the end of backward, before DeepSpeed's final
   gradient reduction (``measure.zero.at_end_of_backward``): the moment the
@@ -20,7 +20,7 @@ plain ``torch.optim.Adam`` (``labkit.train.make_optimizer``), and trains
 - the same after the optimizer step (what stays between steps);
 - every collective of the step (``measure.collectives.CollectiveCounter``).
 
-``--fsdp`` trains ``labkit.wrap`` strategies with the same loop, for the
+``--fsdp`` trains ``labkit.training.wrap`` strategies with the same loop, for the
 comparison; ``--reference`` makes rank 0 also run the single-process
 reference. ``--time-steps K`` times K more steps of each run without the
 counter. Every run reports ``peak`` (:func:`labkit.device.peak_bytes`: the
@@ -44,11 +44,11 @@ import torch
 from labkit import device as D
 from labkit import dist
 from labkit.measure.collectives import CollectiveCounter
-from labkit.model import (add_shape_arguments, build, config_from_args,
-                         count_params, GPTConfig, rank_batches)
-from labkit.train import (LR, make_optimizer, mean_over_ranks,
-                          reference_losses, timed_steps, train_step)
-from labkit.zero_config import VARIANTS, ZeroConfig, variant
+from labkit.nn.model import (add_shape_arguments, build, config_from_args,
+                             count_params, GPTConfig, rank_batches)
+from labkit.training.train import (LR, make_optimizer, mean_over_ranks,
+                                   reference_losses, timed_steps, train_step)
+from labkit.predict.zero import VARIANTS, ZeroConfig, variant
 
 
 def skip_shm_op() -> bool:
@@ -104,7 +104,7 @@ def engine_model(config: GPTConfig, cfg: ZeroConfig, ctx, seed: int):
 
 def run_deepspeed(name: str, config: GPTConfig, ctx, a) -> dict:
     import deepspeed
-    from labkit.measure.zero_state import (at_end_of_backward, flat,
+    from labkit.measure.zero.state import (at_end_of_backward, flat,
                                            state_bytes)
 
     cfg = zero_config(name, a, ctx)
@@ -167,9 +167,9 @@ def run_deepspeed(name: str, config: GPTConfig, ctx, a) -> dict:
 
 
 def run_fsdp(strategy: str, config: GPTConfig, ctx, a) -> dict:
-    """The same loop with a ``labkit.wrap`` strategy (FSDP or DDP)."""
+    """The same loop with a ``labkit.training.wrap`` strategy (FSDP or DDP)."""
     from labkit.measure.memory import model_state_bytes
-    from labkit.wrap import autocast, wrap
+    from labkit.training.wrap import autocast, wrap
 
     D.reset_peak(ctx.device)
     model = wrap(build(config, a.seed), strategy, ctx, bf16=a.bf16)
@@ -210,7 +210,7 @@ def parse_args(argv=None):
     p.add_argument("--variants", default="zero0,zero1,zero2,zero3",
                    help=f"comma-separated, from: {', '.join(VARIANTS)}")
     p.add_argument("--fsdp", default="",
-                   help="comma-separated labkit.wrap strategies to compare")
+                   help="comma-separated labkit.training.wrap strategies to compare")
     p.add_argument("--torch-zero1", action="store_true",
                    help="also DDP + torch's ZeroRedundancyOptimizer")
     p.add_argument("--reference", action="store_true",
@@ -253,11 +253,11 @@ def main(argv=None) -> None:
                          f"world size {ctx.world_size}")
     shm_skipped = skip_shm_op() if not ctx.is_cuda else False
     if a.fsdp:
-        from labkit.wrap import check_strategy
+        from labkit.training.wrap import check_strategy
         for s in a.fsdp:
             check_strategy(s, ctx.world_size)
     probe = build(config, a.seed)
-    from labkit.measure.zero_estimators import largest_layer_params
+    from labkit.measure.zero.estimators import largest_layer_params
     record = {"params": count_params(probe),
               "param_numels": [p.numel() for p in probe.parameters()],
               # the token embeddings' input (token ids) needs no gradient
@@ -276,7 +276,7 @@ def main(argv=None) -> None:
     for s in a.fsdp:
         record["runs"][s] = run_fsdp(s, config, ctx, a)
     if a.torch_zero1:   # PyTorch's ZeRO-1, beside DeepSpeed's stage 1
-        from labkit.runs.zero_redundancy import run_torch_zero1
+        from labkit.runs.blocks.zero_redundancy import run_torch_zero1
         record["runs"]["torch_zero1"] = run_torch_zero1(config, ctx, a)
     record["train_s"] = time.perf_counter() - t0
     if a.reference and ctx.rank == 0:

@@ -50,7 +50,7 @@ def zero(out: Path, cpu: bool) -> int:
     """DeepSpeed ZeRO-0..3 + offload at one rank, checked with lab 4's
     explanation rule; writes ``zero.json``; exit 1 if any is unexplained."""
     from labkit.launch import launch
-    from labkit.measure.zero_expected import expected_bytes
+    from labkit.measure.zero.expected import expected_bytes
     model = ZERO_CPU if cpu else ZERO_GPU
     ranks = launch("labkit.runs.zero", 1, {
         "variants": ",".join(ZERO_VARIANTS), "steps": 3, "batch": 4,

@@ -7,7 +7,7 @@
 interpreters, each importing torch (about 1.7 s of CPU apiece, most of a
 small part's rerun). A grader reruns every build-it submission, so here
 the rerun's own process (``rerun.py``) imports torch and the rank side
-(``labkit.runs.buildit``) once and forks the N ranks: the same rank code,
+(``labkit.runs.tools.buildit``) once and forks the N ranks: the same rank code,
 real processes, without the N imports. torch is fork-safe while the parent
 has run no op (no thread pool yet): the parent only imports.
 
@@ -92,8 +92,8 @@ def _child(rank: int, world: int, link, argv: list[str],
             rank_ns.enter()       # no IPC, no socket: the hub's fd only
             rank_box.enter([own], read=[Path(argv[-1])],
                            shared=[run_dir.resolve().parent])
-        from labkit.runs import buildit as rank_side
-        sys.argv = ["labkit.runs.buildit", *argv]
+        from labkit.runs.tools import buildit as rank_side
+        sys.argv = ["labkit.runs.tools.buildit", *argv]
         rank_side.main()
         code = 0
     except BaseException:  # noqa: BLE001 - its log says why
@@ -130,7 +130,7 @@ def fork_ranks(lab: str, source: str, config: dict, world_size: int,
     from labkit import buildit
     from labkit.buildit import dealt
     from labkit.launch.rendezvous import free_port  # below ephemeral ports
-    import labkit.runs.buildit  # noqa: F401
+    import labkit.runs.tools.buildit  # noqa: F401
     h = buildit.harness(lab)
     cfg = {**h.CONFIG, **(config or {})}
     work.mkdir(parents=True, exist_ok=True)
