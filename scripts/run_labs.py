@@ -383,7 +383,7 @@ def _locked(a, profile, chosen, labs, est) -> int:
     failed = [r for r in rows if r[1] not in ("ok", "skipped")]
     skipped = [r for r in rows if r[1] == "skipped"]
     print(f"\n{len(rows) - len(failed) - len(skipped)} passed, "
-          f"{len(skipped)} skipped, {len(failed)} failed" + "".join(
+          f"{len(failed)} failed, {len(skipped)} skipped" + "".join(
               f"\n  {r[0]}: skipped ({r[3]})" for r in skipped)
           + f"\n(executed notebooks in {a.out / a.profile})")
     return 1 if failed else 0

@@ -41,7 +41,7 @@ CUDA_LINES = {
     ("sharding", 'if ctx.is_cuda else "cpu")})'),
     ("colossalai",   # LowLevelZero's overlap needs a CUDA side stream
      "booster = Booster(plugin=make_plugin(name, a.bf16, ctx.is_cuda))"),
-    ("reshard", "if not ctx.is_cuda:"),   # DeepSpeed's shm op (CPU only)
+    ("tools.reshard", "if not ctx.is_cuda:"),   # DeepSpeed's shm op (CPU)
     ("zero", "shm_skipped = skip_shm_op() if not ctx.is_cuda else False"),
     # CPU: live tensor bytes (PeakBytes); GPU: the allocator and snapshot
     ("fit", "tracker = (PeakBytes(model, opt) if not ctx.is_cuda"),

@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 CFG = ROOT / "tests" / "data" / "hf_configs" / "llama3-8b.json"
 
@@ -37,19 +39,35 @@ def test_bad_combinations_are_one_line():
 
 
 TIED = ROOT / "tests" / "data" / "hf_configs" / "qwen2-0.5b.json"
+TINY_TIED = ROOT / "tests" / "data" / "hf_configs" / "tiny-llama-tied.json"
 
 
-def test_tied_embeddings_under_every_data_parallel_strategy():
+def _states(cfg, strategy, gpus, seq):
+    r = _dry("--hf-config", str(cfg), "--seq", str(seq), "--gpus",
+             str(gpus), "--strategy", strategy, "--json")
+    assert r.returncode == 0, (strategy, r.stderr)
+    (row,) = [lab["cases"][0] for lab in json.loads(r.stdout)["labs"]
+              .values()]
+    assert row["agrees"], strategy
+    return row["states"]
+
+
+def test_tied_embeddings_at_real_size():
     """Qwen2-0.5B ties its head to the token table; FSDP2 puts one
     parameter in one group only, so the root owns both (as torchtitan
-    does) and every strategy's states are the ledger's 16 Psi / N, N the
-    ranks one copy is sharded over (the hybrid's group of 2)."""
+    does), and the states per rank are the ledger's 16 Psi / N."""
     psi = 494_032_768  # transformers' Qwen2ForCausalLM, tied
-    for strategy, n in (("fsdp2_full", 4), ("fsdp2_grad_op", 4),
-                        ("fsdp2_hybrid", 2), ("ddp", 1)):
-        r = _dry("--hf-config", str(TIED), "--seq", "256", "--gpus", "4",
-                 "--strategy", strategy, "--json")
-        assert r.returncode == 0, (strategy, r.stderr)
-        row = json.loads(r.stdout)["labs"]["qwen2-0.5b"]["cases"][0]
-        assert abs(row["states"] / (16 * psi / n) - 1) <= 0.01, strategy
-        assert row["agrees"], strategy
+    got = _states(TIED, "fsdp2_full", 4, 256)
+    assert abs(got / (16 * psi / 4) - 1) <= 0.01
+
+
+@pytest.mark.parametrize("strategy,n", [("fsdp2_grad_op", 4),
+                                        ("fsdp2_hybrid", 2), ("ddp", 1)])
+def test_tied_embeddings_under_every_strategy(strategy, n):
+    """Every data-parallel strategy on a tied config: 16 Psi / N, N the
+    ranks one copy is sharded over (the hybrid's group of 2)."""
+    from labkit.predict.model import arch
+    from labkit.predict.model.params import total
+    psi = total(arch.from_hf_config(TINY_TIED))
+    got = _states(TINY_TIED, strategy, 4, 32)
+    assert abs(got / (16 * psi / n) - 1) <= 0.01

@@ -112,6 +112,7 @@ def test_the_node_recipe_is_one_script_without_npm_or_a_browser():
     """make node-setup runs scripts/node_setup.sh: the toolchain the labs
     compile with, nothing the book's calculators or the grader need
     (its run in a clean root file system: scripts/rehearse_node.py)."""
+    import os
     import re
     import subprocess
     text = (ROOT / "scripts" / "node_setup.sh").read_text()
@@ -122,6 +123,9 @@ def test_the_node_recipe_is_one_script_without_npm_or_a_browser():
     assert "npm " not in text and "calculators.py" not in text
     assert subprocess.run(["sh", "-n", "scripts/node_setup.sh"],
                           cwd=ROOT).returncode == 0
-    plan = subprocess.run(["make", "-n", "node-setup"], cwd=ROOT,
+    env = {k: v for k, v in os.environ.items()   # not make test's -w
+           if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    plan = subprocess.run(["make", "--no-print-directory", "-n",
+                           "node-setup"], cwd=ROOT, env=env,
                           capture_output=True, text=True).stdout
     assert plan.strip() == "sh scripts/node_setup.sh"
