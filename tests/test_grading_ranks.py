@@ -33,12 +33,13 @@ def master_key(stem: str, marker: str) -> str:
 
 def fixture(name: str) -> str:
     """A fixture's source; one whose first line reads ``# appended to:
-    X.py`` (a hostile twist on a wrong implementation) after X's."""
+    X.py`` (a hostile twist on a wrong implementation, or on another
+    hostile fixture) after X's, as X's own source resolves."""
     text = (FIXTURES / f"{name}.py").read_text()
     head = text.split("\n", 1)[0]
     if head.startswith("# appended to: "):
-        base = FIXTURES / head.removeprefix("# appended to: ").strip()
-        text = base.read_text() + "\n\n" + text
+        base = head.removeprefix("# appended to: ").strip()
+        text = fixture(base.removesuffix(".py")) + "\n\n" + text
     return text
 
 

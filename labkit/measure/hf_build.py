@@ -64,10 +64,6 @@ def _grouped_mm_flops(a_shape, b_shape, *args, out_shape=None, **kw) -> int:
     return 2 * e * m * k * b_shape[-1]
 
 
-def _count_params(model) -> int:
-    return sum({id(p): p.numel() for p in model.parameters()}.values())
-
-
 VISION = ("vision", "visual", "multi_modal_projector", "image")
 
 

@@ -104,7 +104,7 @@ def main(args) -> int:
     if args.shard_group is not None:
         kw["shard_group"] = args.shard_group
     led = ledger(args.params, args.gpus, strategy, **kw)
-    job = real_job(args, rec, led, strategy)
+    job = real_job(args, rec, strategy, kw)
     if args.json:
         print(json.dumps(as_json(led, job, args.gpu_mem * GB), indent=1))
         return 0
@@ -164,19 +164,16 @@ def as_json(led, job: dict, gpu_mem: float) -> dict:
             "unit": "bytes per GPU"}
 
 
-def real_job(args, rec, led, strategy: str) -> dict:
+def real_job(args, rec, strategy: str, kw: dict) -> dict:
     """The ledger plus the framework's terms, the runtime floor and the
-    host (:func:`labkit.predict.memory.job.job`) for the command's arguments."""
+    host (:func:`labkit.predict.memory.job.job`) for the command's
+    arguments; ``kw``: the ledger's own (precision, offload, ...)."""
     from labkit.predict.memory.frameworks import record_sizes
     from labkit.predict.memory.job import job
     if rec is None and (args.framework in ("fsdp2", "fsdp1") or (
             args.framework == "deepspeed" and strategy == "zero3")):
         raise ValueError(f"--framework {args.framework} at this stage needs "
                          "the model's layers: give --hf-config or --preset")
-    kw = dict(precision=args.precision, optimizer=args.optimizer,
-              offload=args.offload, fp32_grads=args.fp32_grads)
-    if args.shard_group is not None:
-        kw["shard_group"] = args.shard_group
     floor_kw = {k: getattr(args, k) for k in (
         "cuda_context_gb", "nccl_buffsize", "nccl_channels", "slack")
         if getattr(args, k) is not None}
