@@ -11,9 +11,7 @@ passed to uv, whose index strategy is set to pip's (the best version across
 every index, not the first index that has the name). What changes is the
 time: uv keeps unpacked wheels in its cache and links them into the
 environment, where pip unzips every wheel again (torch alone is about
-1 GB unpacked). The two environments of a fresh clone took about 127 CPU
-seconds with pip and about 13 with uv (``scripts/benchmark.py
---setup`` measures both).
+1 GB unpacked) each time a fresh clone makes its environments.
 
 Whenever uv cannot be had or fails, pip installs instead, after one line
 saying why; ``--pip`` (or ``LABKIT_PIP=pip``) asks for pip outright.
