@@ -97,8 +97,11 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr, flush=True)
         return pip(argv)
     flags, env = uv_args(pip_config())
+    # --compile-bytecode: as pip does; without it every interpreter
+    # compiles torch's modules again where PYTHONDONTWRITEBYTECODE is set
     rc = subprocess.call([uv, "pip", "install", "--python", sys.executable,
-                          *flags, *argv], env={**os.environ, **env})
+                          "--compile-bytecode", *flags, *argv],
+                         env={**os.environ, **env})
     if rc == 0:
         return 0
     print(f"pip_install: uv exited {rc}: pip installs instead",
