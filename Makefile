@@ -56,16 +56,18 @@ web-tools: $(STAMP)
 # REQUIREMENTS: the pins pip installs (scripts/node_setup.sh passes its
 # copy where the interpreter is older than a pin's Requires-Python)
 REQUIREMENTS ?= requirements.txt
+PIP = $(BIN)/python scripts/pip_install.py -q
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(BIN)/python || sh scripts/check_python.sh "$(PYTHON)"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
 	@# a GPU node: the torch build its driver runs (scripts/torch_build.py;
-	@# CUDA=12.6 or TORCH_INDEX=URL override); a CPU machine: nothing here
+	@# CUDA=12.6 or TORCH_INDEX=URL override); a CPU machine: nothing here.
+	@# scripts/pip_install.py: pip's arguments and configuration, installed
+	@# by uv (the same pins, linked from its cache), pip when uv fails
 	TORCH_PIP="$$($(BIN)/python scripts/torch_build.py --explain)" || exit 1; \
-	  test -z "$$TORCH_PIP" || $(BIN)/python -m pip install -q $$TORCH_PIP
-	$(BIN)/python -m pip install -q -r $(REQUIREMENTS)
-	$(BIN)/python -m pip install -q --no-deps -e .
+	  test -z "$$TORCH_PIP" || $(PIP) $$TORCH_PIP
+	$(PIP) -r $(REQUIREMENTS)
+	$(PIP) --no-deps -e .
 	touch $(STAMP)
 
 # Colossal-AI pins torch<=2.5.1: its own environment, used only by the
@@ -86,7 +88,7 @@ CAI_VENV   := .venv-colossalai
 CAI_STAMP  := $(CAI_VENV)/.installed
 CAI_WHEELS ?= $(HOME)/.cache/labkit/wheels-colossalai
 CAI_REQUIREMENTS ?= requirements-colossalai.txt
-CAI_PIP     = $(CAI_VENV)/bin/python -m pip install -q --no-deps --no-index \
+CAI_PIP     = $(CAI_VENV)/bin/python scripts/pip_install.py -q --no-deps --no-index \
 	--find-links $(CAI_WHEELS) -r $(CAI_REQUIREMENTS)
 
 colossalai: $(CAI_STAMP)

@@ -14,21 +14,12 @@ import torch.distributed as tdist
 from labkit.dryrun import cli, labs as L
 from labkit.dryrun.fake import rank_context
 from labkit.dryrun.step import counted_step, dry_step
-from labkit.predict.memory import gpt_params, ledger
-
-GB = 1e9
+from labkit.predict.memory import gpt_params
 
 
-def test_70b_does_not_fit_and_halves_on_16_gpus():
-    shape = dict(layers=80, hidden=8192, heads=64, vocab=32000, seq=4096)
-    psi = gpt_params(**shape)
-    c = L.GPTConfig(**shape)
-    rows = cli.shape_rows(c, "fsdp2_full", [8, 16], "h100-80gb")
-    want = ledger(psi, 8, "full_shard").gpu_total  # 16 psi / 8
-    assert rows[8]["states"] == pytest.approx(want, rel=0.01)
-    assert not rows[8]["fits"]
-    assert rows[16]["states"] == pytest.approx(rows[8]["states"] / 2,
-                                               rel=0.01)
+# The 70B shape at 8 and 16 GPUs (16 Psi / 8 within 1 %, no fit on 80 GB,
+# halved on 16) is dry-run once, by chapter 1's cell that glues those
+# numbers into its prose; its asserts fail the strict build of make test.
 
 
 def test_mutation_bf16_qkv_bug_is_caught(monkeypatch):
