@@ -149,6 +149,8 @@ BAD += [   # lab 18
     ("schedules", {"layers": 6}, "6 layers do not split into the V's"),
     ("schedules", {"pp_microbatches": 3},
      "pp_microbatches=3: zbv needs micro-batches >= 2 x stages"),
+    ("schedules", {"pp_microbatches": 1, "schedules": ["1f1b"]},
+     "need at least one micro-batch per stage"),
 ]
 
 

@@ -140,7 +140,8 @@ def schedules(profile, world_size, schedules, pp_microbatches, micro_batch,
               layers, hidden, repeats):
     """Lab 18. Returns ``on_gpu``: every schedule runs on ``world_size``
     ranks, the V ones on two stages per rank."""
-    from labkit.predict.pipeline_parallel.schedules import SPLIT, _check
+    from labkit.predict.pipeline_parallel.schedules import (SPLIT,
+                                                            V_SHAPE, _check)
 
     on_gpu = _profile(profile)
     _sizes([world_size], "world_size", on_gpu)
@@ -151,10 +152,14 @@ def schedules(profile, world_size, schedules, pp_microbatches, micro_batch,
     require(layers % (2 * world_size) == 0,
             f"{layers} layers do not split into the V's 2 x {world_size} "
             "stages")
+    require(isinstance(pp_microbatches, int)
+            and pp_microbatches >= world_size,
+            f"pp_microbatches={pp_microbatches}: torch's schedules need at "
+            f"least one micro-batch per stage ({world_size})")
     for s in schedules:
         try:
-            _check(s, world_size, pp_microbatches, 2 if s in (
-                "zbv", "dualpipev") else 1)
+            _check(s, world_size, pp_microbatches,
+                   2 if s in V_SHAPE else 1)
         except ValueError as e:
             raise ValueError(f"pp_microbatches={pp_microbatches}: "
                              f"{e}") from None
