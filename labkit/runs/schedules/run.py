@@ -34,10 +34,13 @@ SCHEDULES = ("1f1b",) + SPLIT
 
 
 def reference_grads(model, x, y) -> list[torch.Tensor]:
-    """Each block's weight gradient, the whole model in this process."""
+    """Each block's weight gradient, the whole model in this process (on
+    the device of ``x``: at the GPU profiles' sizes a CPU would take
+    minutes), as CPU tensors."""
+    model = model.to(x.device)
     model.zero_grad(set_to_none=True)
     loss_fn(model(x), y).backward()
-    return [blk[0].weight.grad.clone() for blk in model]
+    return [blk[0].weight.grad.cpu() for blk in model]
 
 
 def run_one(name: str, a, ctx, ref) -> dict:
@@ -92,8 +95,11 @@ def main():
     if a.layers % (2 * p):
         raise SystemExit(f"--layers {a.layers} must split into 2 x "
                          f"{p} stages (the V)")
-    x, y = data(a.hidden, a.microbatches, a.micro_batch, a.seed)
+    x, y = (t.to(ctx.device) for t in data(a.hidden, a.microbatches,
+                                           a.micro_batch, a.seed))
     ref = reference_grads(build(a.layers, a.hidden, a.seed), x, y)
+    del x, y
+    dist.release(ctx)
     out = {}
     for name in names:
         out[name] = run_one(name, a, ctx, ref)
