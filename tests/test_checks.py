@@ -144,6 +144,15 @@ BAD += [   # lab 17
     ("hangs", {"timeout_s": 20}, "must leave the planted hang time"),
 ]
 
+BAD += [   # lab 18
+    ("schedules", {"schedules": ["zb-h2"]}, "unknown schedule 'zb-h2'"),
+    ("schedules", {"layers": 6}, "6 layers do not split into the V's"),
+    ("schedules", {"pp_microbatches": 3},
+     "pp_microbatches=3: zbv needs micro-batches >= 2 x stages"),
+    ("schedules", {"pp_microbatches": 1, "schedules": ["1f1b"]},
+     "need at least one micro-batch per stage"),
+]
+
 
 @pytest.mark.parametrize("lab,bad,message", BAD,
                          ids=[f"{b[0]}-{next(iter(b[1]))}" for b in BAD])

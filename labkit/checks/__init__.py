@@ -46,6 +46,7 @@ tensor_parallel = checked(_mp.tensor_parallel)
 pipeline_parallel = checked(_mp.pipeline_parallel)
 mesh = checked(_mp.mesh)
 context_parallel = checked(_mp.context_parallel)
+schedules = checked(_mp.schedules)
 collectives = checked(_ms.collectives)
 profiling = checked(_ms.profiling)
 checkpoint = checked(_ms.checkpoint)
@@ -57,5 +58,6 @@ hangs = checked(_hg.hangs)
 LABS = ("memory", "collectives", "sharding", "zero", "tensor_parallel",
         "pipeline_parallel", "profiling", "checkpoint", "colossalai",
         "mesh", "context_parallel", "fit", "experts",
-        "precision", "roofline", "hangs")   # a check per lab, in order
+        "precision", "roofline", "hangs",
+        "schedules")                        # a check per lab, in order
 __all__ = ["PROFILES", "LABS", "max_ranks", "parse", "require", *LABS]

@@ -1,6 +1,6 @@
-"""Labs 5, 6, 10 and 11: splitting the model (tensor, pipeline, 2-D mesh,
-context parallelism) -- the sizes must divide heads, layers and
-sequences.
+"""Labs 5, 6, 10, 11 and 18: splitting the model (tensor, pipeline, 2-D
+mesh, context parallelism, the schedules past 1F1B) -- the sizes must
+divide heads, layers and sequences.
 
 Each function takes its lab's parameters by name and raises one
 ``ValueError``; see :mod:`labkit.checks`.
@@ -133,4 +133,36 @@ def context_parallel(profile, world_sizes, batch, seq, heads, head_dim,
             f"kv_heads {kv_heads} must divide heads {heads} (GQA groups)")
     require(all(isinstance(x, int) and x >= 1 for x in (batch, head_dim)),
             "batch and head_dim must be positive integers")
+    return on_gpu
+
+
+def schedules(profile, world_size, schedules, pp_microbatches, micro_batch,
+              layers, hidden, repeats):
+    """Lab 18. Returns ``on_gpu``: every schedule runs on ``world_size``
+    ranks, the V ones on two stages per rank."""
+    from labkit.predict.pipeline_parallel.schedules import (SPLIT,
+                                                            V_SHAPE, _check)
+
+    on_gpu = _profile(profile)
+    _sizes([world_size], "world_size", on_gpu)
+    known = ("1f1b",) + SPLIT
+    bad = [s for s in schedules if s not in known] + [None]
+    require(schedules and bad[0] is None, f"unknown schedule {bad[0]!r}: "
+            f"one of {', '.join(known)}")
+    require(layers % (2 * world_size) == 0,
+            f"{layers} layers do not split into the V's 2 x {world_size} "
+            "stages")
+    require(isinstance(pp_microbatches, int)
+            and pp_microbatches >= world_size,
+            f"pp_microbatches={pp_microbatches}: torch's schedules need at "
+            f"least one micro-batch per stage ({world_size})")
+    for s in schedules:
+        try:
+            _check(s, world_size, pp_microbatches,
+                   2 if s in V_SHAPE else 1)
+        except ValueError as e:
+            raise ValueError(f"pp_microbatches={pp_microbatches}: "
+                             f"{e}") from None
+    require(min(micro_batch, hidden, repeats) >= 1,
+            "micro_batch, hidden and repeats must be >= 1")
     return on_gpu

@@ -178,6 +178,10 @@ cannot("precision", "nothing to dry-run: its quantities are values "
 cannot("roofline", "nothing to dry-run: it measures this machine's "
        "FLOP/s, bytes/s and op times, which fake tensors do not have; "
        "its FLOPs and bytes per op are pure (labkit.predict.roofline)")
+cannot("schedules", "torch.distributed.pipelining's schedules start with "
+       "the warm-up exchange lab 6's cannot fake (a vote tensor read with "
+       ".item()); its bytes are counted exactly on CPU: what autograd "
+       "saves per forward, walked along each rank's order")
 cannot("hangs", "nothing to dry-run: its faults are waits at the process "
        "group's timeout, a killed process and py-spy reading live ranks; "
        "its tensors are a few kilobytes")

@@ -26,8 +26,10 @@ Two kinds of answer, one file each, all reachable from here:
 This file is the command line. Pure Python: no torch. matplotlib is
 imported only when a plot is drawn.
 
-The folder: ``schedules``, ``costs``, ``simulator``, ``plot``,
-``partition`` and the per-stage bytes (``stage_bytes``,
+The folder: ``schedules`` (with chapter 18's ZB-H1, ZB-V and DualPipeV,
+whose backward is split into ``I`` and ``W``), ``costs``, ``simulator``,
+``plot``, ``partition``, ``zero_bubble`` (the split's FLOPs, bytes and
+chapter 18's table) and the per-stage bytes (``stage_bytes``,
 ``stage_bytes_moe``); never importing this ``__init__``. Pure Python.
 """
 from __future__ import annotations

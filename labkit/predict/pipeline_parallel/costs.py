@@ -13,7 +13,18 @@ Recomputation in Large Transformer Models", Sec. 4.2.3). The simulator
 """
 from __future__ import annotations
 
-from labkit.predict.pipeline_parallel.schedules import _check
+from labkit.predict.pipeline_parallel.schedules import SCHEDULES
+from labkit.predict.pipeline_parallel.schedules import _check as _check_any
+
+
+def _check(schedule: str, stages: int, microbatches: int,
+           chunks: int = 1) -> None:
+    """The schedules with a closed form here; the split ones (chapter
+    18) are simulated (``zero_bubble.zb_h1_bubble`` for ZB-H1)."""
+    _check_any(schedule, stages, microbatches, chunks)
+    if schedule not in SCHEDULES:
+        raise ValueError(f"{schedule}: no closed form here; simulate it "
+                         "(labkit.predict.pipeline_parallel.simulator)")
 
 
 def bubble_fraction(schedule: str, stages: int, microbatches: int,

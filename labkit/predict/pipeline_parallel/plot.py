@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-COLORS = {"F": ("#4C72B0", "#9DB7DB"), "B": ("#DD8452", "#F1C3A6")}
+COLORS = {"F": ("#4C72B0", "#9DB7DB"), "B": ("#DD8452", "#F1C3A6"),
+          "I": ("#DD8452", "#F1C3A6"), "W": ("#55A868", "#A8D5B5")}
 
 
 def plot_timeline(ops, ranks: int | None = None, ax=None,
@@ -21,8 +22,10 @@ def plot_timeline(ops, ranks: int | None = None, ax=None,
     """Draw operations as a Gantt chart, one row per rank (rank 0 on top).
 
     ``ops`` are :class:`Op` or dicts with the same keys (a measured run
-    writes those). Forwards are blue, backwards orange; the second chunk of
-    an interleaved rank is drawn lighter. Returns the matplotlib axes.
+    writes those). Forwards are blue, backwards orange (split: the input
+    gradient ``I`` orange, the weight gradient ``W`` green); the second
+    chunk of an interleaved or V rank is drawn lighter. Returns the
+    matplotlib axes.
     """
     import matplotlib.pyplot as plt  # only when drawing
 
