@@ -268,6 +268,24 @@ def dry_arch(a, rec) -> dict:
     return {rec.name or "arch": {"cases": [row]}}
 
 
+def time_limit(a) -> tuple[float, str]:
+    """The command's time limit from its work
+    (:mod:`labkit.dryrun.budget`): the profile's distinct cases, or the
+    one shape, in layer shards."""
+    from labkit.dryrun import budget as B
+    if a.profile:
+        from labkit.preflight import load_profile
+        prof = load_profile(a.profile)
+        names = [n for n in prof if a.only in (None, n)]
+        cases = {n: L.ADAPTERS[n](prof[n] or {}) for n in names
+                 if n in L.ADAPTERS}
+        return B.limit(B.work_of_cases(cases, prof))
+    from labkit import arch
+    rec = arch.from_args(a)
+    layers = rec.layers if rec is not None else a.layers
+    return B.limit(B.work(layers or 1, a.gpus))
+
+
 def add_arguments(p) -> None:
     from labkit import arch
     arch.add_arguments(p)   # a model's config.json or a named preset
