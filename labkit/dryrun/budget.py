@@ -1,6 +1,6 @@
 """How long a dry run may take: a limit from its work, not one number.
 
-    seconds, how = limit(work_of_profile(load_profile("gpu8")))
+    seconds, how = time_limit(args)     # python -m labkit dryrun's args
     seconds, how = limit(work(layers=80, world_size=16))
 
 Fake tensors cost time per operator, not per byte: a step's operators grow
@@ -65,3 +65,20 @@ def limit(units: int) -> tuple[float, str]:
            + (f", raised to the floor of {FLOOR_S:g} s" if raw < FLOOR_S
               else ""))
     return seconds, how
+
+
+def time_limit(a) -> tuple[float, str]:
+    """The time limit of ``python -m labkit dryrun`` with args ``a``:
+    the profile's distinct cases, or the one shape, in layer shards."""
+    from labkit.dryrun import labs as L
+    if a.profile:
+        from labkit.preflight import load_profile
+        prof = load_profile(a.profile)
+        names = [n for n in prof if a.only in (None, n)]
+        cases = {n: L.ADAPTERS[n](prof[n] or {}) for n in names
+                 if n in L.ADAPTERS}
+        return limit(work_of_cases(cases, prof))
+    from labkit import arch
+    rec = arch.from_args(a)
+    layers = rec.layers if rec is not None else a.layers
+    return limit(work(layers or 1, a.gpus))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 
 from labkit.dryrun import labs as L
+from labkit.dryrun.budget import time_limit  # noqa: F401 (the limit)
 from labkit.dryrun.step import dry_step
 
 GB = 1e9
@@ -275,24 +276,6 @@ def dry_arch(a, rec) -> dict:
     case = arch_case(rec, a.strategy, a.gpus, a.batch, a.seq, not a.fp32)
     row = run_cases([case], gpu_bytes(a.gpu), {})[0]
     return {rec.name or "arch": {"cases": [row]}}
-
-
-def time_limit(a) -> tuple[float, str]:
-    """The command's time limit from its work
-    (:mod:`labkit.dryrun.budget`): the profile's distinct cases, or the
-    one shape, in layer shards."""
-    from labkit.dryrun import budget as B
-    if a.profile:
-        from labkit.preflight import load_profile
-        prof = load_profile(a.profile)
-        names = [n for n in prof if a.only in (None, n)]
-        cases = {n: L.ADAPTERS[n](prof[n] or {}) for n in names
-                 if n in L.ADAPTERS}
-        return B.limit(B.work_of_cases(cases, prof))
-    from labkit import arch
-    rec = arch.from_args(a)
-    layers = rec.layers if rec is not None else a.layers
-    return B.limit(B.work(layers or 1, a.gpus))
 
 
 def add_arguments(p) -> None:
