@@ -69,7 +69,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv[1:])
     try:
         cli_rules.check_costs(name, args)
-        with cli_rules.time_limit():
+        # a command whose work varies by orders derives its own limit
+        budget = getattr(module, "time_limit", None)
+        with cli_rules.time_limit(*(budget(args) if budget else ())):
             return module.main(args) or 0
     except KeyboardInterrupt:
         sys.stderr.write(f"python -m labkit {name}: interrupted\n")

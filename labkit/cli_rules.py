@@ -247,12 +247,20 @@ def check_costs(command: str, args) -> None:
 
 
 @contextlib.contextmanager
-def time_limit(seconds: float | None = None):
-    """A last guard against a hang: ``TimeoutError`` after ``seconds``."""
-    if seconds is None:
-        seconds = float(os.environ.get("LABKIT_CLI_TIMEOUT_S")
-                        or TIME_LIMIT_S)
+def time_limit(seconds: float | None = None, how: str = ""):
+    """A last guard against a hang: ``TimeoutError`` after ``seconds``
+    (``LABKIT_CLI_TIMEOUT_S`` wins, then ``seconds``, then
+    :data:`TIME_LIMIT_S`); ``how``: how a command derived its limit from
+    its work, said in the one line."""
+    env = os.environ.get("LABKIT_CLI_TIMEOUT_S")
+    if env or seconds is None:
+        seconds, how = float(env or TIME_LIMIT_S), ""
+
     def ring(signum, frame):
+        if how:
+            raise TimeoutError(f"stopped at its time limit of {seconds:,.0f}"
+                               f" s ({how}); LABKIT_CLI_TIMEOUT_S sets "
+                               "another")
         raise TimeoutError(f"no answer after {seconds:g} s (an input too "
                            "large?); LABKIT_CLI_TIMEOUT_S raises the limit")
     if seconds <= 0 or not hasattr(signal, "setitimer"):

@@ -127,7 +127,10 @@ def test_gpu8_on_80gb_passes_with_lab_12s_oom_expected():
     assert c["gpu memory"].status == "ok", c["gpu memory"]
     assert "lab fit" in c["gpu memory"].need   # the planner's choice
     assert c["expected OOM"].status == "ok"
-    assert "over_budget ddp" in c["expected OOM"].found
+    assert "over budget: ddp" in c["expected OOM"].found
+    # lab 12's runs, each with the runtime floor and the margin left
+    assert c["gpu headroom"].status == "ok" and "+ floor" in \
+        c["gpu headroom"].found
 
 
 def test_gpu1_uses_fit_to_gpu_and_skips_what_does_not_run():

@@ -163,6 +163,7 @@ RULES = {
     "kill_rank": _int(0, BIG),
     # batches and shapes
     "global_batch": _int(), "batch": _int(), "micro_batch": _int(),
+    "accumulation_micro_batch": _optional(_int()),
     "dataset": _int(), "chunks": _int(), "check_microbatches": _int(),
     "pp_microbatches": _int(), "microbatches": _ints(),
     "layers": _int(), "hidden": _int(), "heads": _int(), "seq": _int(),

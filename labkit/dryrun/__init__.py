@@ -18,7 +18,8 @@ the margin.
 Files: ``fake.py`` (the fake world), ``account.py`` (the bytes),
 ``step.py`` (one counted step), ``cases.py`` (the registry),
 ``labs.py``, ``fit_lab.py``, ``mesh_lab.py`` (one adapter per lab),
-``cli.py`` (this command).
+``cli.py`` (this command), ``budget.py`` (its time limit, from the
+work: layer shards at a measured cost, with a floor).
 
 Adding a lab (the 2-D mesh lab, the capstone): one function in
 ``labs.py`` that turns the lab's profile section into cases, each with a

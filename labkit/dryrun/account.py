@@ -23,6 +23,10 @@ reads tensor data, only storages and their sizes.
   reference's callback), every storage resized (FSDP frees and re-allocates
   its gathered buffers with ``UntypedStorage.resize_``) by its new size;
   what was alive before the step (model states) starts the count.
+- ``host_peak``: the most bytes alive at once on the CPU device over
+  the whole span, the model's build included (not reset by ``begin``):
+  where a rank's GPU is another device (the rehearsal's ``meta``), the
+  host RAM the rank takes;
 - ``other``: peak minus the categories above (logits and their fp32 copy,
   DDP's gradient buckets, temporaries, gradients of a partly done
   backward); categories have their own maxima, so this is a remainder.
@@ -65,6 +69,8 @@ class Tracker(TorchDispatchMode):
         self.weights: set[int] = set()   # keys of weight storages
         self.copies: dict[int, int] = {}  # live weight copies, bytes
         self.now = self.peak = self.gathered = self.copied = 0
+        self.host: dict[int, int] = {}   # live storages on the CPU
+        self.host_now = self.host_peak = 0
         self.saved: list = []
         self._resize = None
 
@@ -77,7 +83,9 @@ class Tracker(TorchDispatchMode):
         self.gathered = self.copied
 
     # -- bookkeeping ---------------------------------------------------
-    def _add(self, storage, tag_copy=False):
+    def _add(self, storage, tag_copy=False, device=None):
+        """``device``: the tensor's (a fake tensor's storage is on meta
+        whatever device the tensor stands on)."""
         k = _key(storage)
         n = storage.nbytes()
         if k in self.live:
@@ -85,6 +93,10 @@ class Tracker(TorchDispatchMode):
             return
         self.live[k] = n
         self.now += n
+        if device is not None and device.type == "cpu":
+            self.host[k] = n
+            self.host_now += n
+            self.host_peak = max(self.host_peak, self.host_now)
         if tag_copy:
             self.copies[k] = n
             self.copied += n
@@ -94,6 +106,10 @@ class Tracker(TorchDispatchMode):
     def _set(self, k, n):
         self.now += n - self.live[k]
         self.live[k] = n
+        if k in self.host:
+            self.host_now += n - self.host[k]
+            self.host[k] = n
+            self.host_peak = max(self.host_peak, self.host_now)
         if k in self.copies:
             self.copied += n - self.copies[k]
             self.copies[k] = n
@@ -102,6 +118,7 @@ class Tracker(TorchDispatchMode):
     def _free(self, k):
         n = self.live.pop(k, 0)
         self.now -= n
+        self.host_now -= self.host.pop(k, 0)
         self.copied -= self.copies.pop(k, 0)
 
     def _bump(self):
@@ -121,7 +138,8 @@ class Tracker(TorchDispatchMode):
                 and _key(_local(args[0]).untyped_storage()) in self.weights)
         for t in tree_flatten(out)[0]:
             if isinstance(t, torch.Tensor):
-                self._add(_local(t).untyped_storage(), copy)
+                local = _local(t)
+                self._add(local.untyped_storage(), copy, local.device)
         return out
 
     def __enter__(self):

@@ -6,14 +6,18 @@
     python -m labkit dryrun --hf-config config.json --seq 4096 --gpus 8 \
         --strategy fsdp2_full --json      # the model's own architecture
 
-A table (GB = 1e9 bytes) or ``--json`` (bytes) per lab and rank role; exit
-status 1 when a lab's model states differ from the ledger by > 1 %.
+A table (GB = 1e9 bytes) or ``--json`` (bytes) per lab and rank role; a
+case fits when its peak plus the runtime floor leaves the margin free
+(:func:`labkit.predict.memory.job.on_gpu`; "margin" in the table is the
+headroom left after the floor). Exit status 1 when a lab's model states
+differ from the ledger by > 1 %.
 """
 from __future__ import annotations
 
 import json
 
 from labkit.dryrun import labs as L
+from labkit.dryrun.budget import time_limit  # noqa: F401 (the limit)
 from labkit.dryrun.step import dry_step
 
 GB = 1e9
@@ -29,16 +33,22 @@ def gpu_bytes(name: str) -> float:
     return GPUS[name].memory
 
 
-def verdict(measured: dict, pred: dict, gpu: float) -> dict:
+def verdict(measured: dict, pred: dict, gpu: float, world: int) -> dict:
+    """The counted step against the ledger, and against the GPU: the
+    peak plus the runtime floor with a margin left
+    (:func:`labkit.predict.memory.job.on_gpu`, the rule preflight
+    judges its predictions by)."""
+    from labkit.predict.memory.job import on_gpu
     states = sum(measured[k] for k in ("params", "grads", "optimizer"))
+    need = on_gpu(measured["peak"], world, gpu)
     ratio = states / pred["states"] if pred.get("states") else None
     # PyTorch's own execution must agree with the ledger (a wrong dtype or
     # an unsharded tensor shows here first)
     return {**measured, "states": states, "predicted": pred,
             "states_ratio": ratio,
             "agrees": ratio is None or abs(ratio - 1) <= 0.01,
-            "gpu_bytes": gpu, "fits": measured["peak"] <= gpu,
-            "margin_bytes": gpu - measured["peak"]}
+            "gpu_bytes": gpu, "floor": need["floor"], "need": need["need"],
+            "fits": need["fits"], "margin_bytes": need["headroom"]}
 
 
 def run_cases(cases: list, gpu: float, cache: dict) -> list[dict]:
@@ -50,7 +60,7 @@ def run_cases(cases: list, gpu: float, cache: dict) -> list[dict]:
         first_lab, first_variant, measured = cache[key]
         row = {"variant": c.variant, "role": c.role, "rank": c.rank,
                "world_size": c.world_size,
-               **verdict(measured, c.predicted, gpu)}
+               **verdict(measured, c.predicted, gpu, c.world_size)}
         if (first_lab, first_variant) != (c.lab, c.variant):
             row["same_run_as"] = f"{first_lab}/{first_variant}"
         rows.append(row)

@@ -168,7 +168,7 @@ class Decoder(nn.Module):
         self.embed = Embeddings(a)
         self.blocks = nn.ModuleList(Block(a, i) for i in range(a.layers))
         self.head = Head(a)
-        self.apply(_init)
+        self.apply(init_weights)
         if a.tied:
             self.head.out.weight = self.embed.tok.weight
 
@@ -193,7 +193,9 @@ def recomputed(block: nn.Module, x):
     return checkpoint(block, x, use_reentrant=False)
 
 
-def _init(m):
+def init_weights(m):
+    """GPT-2's initialisation of one module (normal, std 0.02; zero
+    biases); the norms keep their own ones and zeros."""
     if isinstance(m, (nn.Linear, nn.Embedding)):
         nn.init.normal_(m.weight, std=0.02)
         if getattr(m, "bias", None) is not None:

@@ -17,7 +17,10 @@ rank,
 - activations: :func:`labkit.predict.activations.arch.saved` for the
   micro-batch (exact, tensor by tensor; chapter 12);
 - transients: DDP's gradient buckets (a second copy of the gradients,
-  4 Psi, unless ``gradient_as_bucket_view``); FSDP's gathered units (the
+  4 Psi, unless ``gradient_as_bucket_view``; with one micro-batch a step
+  the gradients, set to None after each step, are not yet there at the
+  end of the forward, where the activations peak: the peak is the larger
+  of states + buckets + activations - gradients and states + buckets); FSDP's gathered units (the
   one computing and the one prefetched, 2 x the largest unit) and one
   unit's unsharded fp32 gradient before its reduce-scatter; under
   recomputation, the one block whose activations the backward has
@@ -182,8 +185,16 @@ def per_rank_bytes(model: dict, world_size: int, cfg: Config,
         block = [_saved(m, cfg.micro_batch, precision, rc, device, True)
                  for rc in ("none", cfg.recompute)]
         transient += A.total(block[0]) - A.total(block[1])
+    total = states + acts + transient
+    if cfg.strategy == "ddp" and cfg.accumulation == 1:
+        # one micro-batch, gradients set to None after the step: at the
+        # end of the forward (the activations' peak) no gradient exists
+        # yet, only DDP's buckets; by the end of the backward the
+        # gradients are there and the activations gone
+        grads = 4 * psi
+        total = states + transient + max(acts - grads, 0)
     return {"params": psi, "states": states, "activations": acts,
-            "transient": transient, "total": states + acts + transient}
+            "transient": transient, "total": total}
 
 
 def step_seconds(model: dict, world_size: int, global_batch: int,

@@ -95,20 +95,23 @@ def _free_ram() -> float:
 def host_needs(profile: dict) -> dict[str, tuple[float, str]]:
     """Host RAM each lab builds on one node: ``{lab: (bytes, what)}``.
     Lab 4's offload cells keep every rank's offloaded model states there;
-    lab 12's ranks each build the whole model in fp32 on the CPU before
-    sharding it onto their GPU (:func:`labkit.nn.model.build`, then
-    :func:`labkit.training.wrap.wrap`): 4 bytes a parameter, once per rank of the
-    node, at the same time."""
-    from labkit.predict.model.params import lab_params
+    lab 12's ranks build their model on the meta device and materialise
+    only their shard, on their GPU (:mod:`labkit.training.meta_init`), so
+    the node holds each rank's process and no parameter
+    (:func:`labkit.predict.fit_runs.host_bytes`; the rehearsal counts the
+    ranks' host bytes, :mod:`labkit.rehearse.world`)."""
+    from labkit.predict.fit_runs import host_bytes
     out = {}
     ram, _ = offload_bytes(profile)
     if ram:
         out["zero"] = (ram, "offloaded model states")
     f = profile.get("fit") or {}
     if isinstance(f.get("model"), dict) and f.get("profile", "cpu") != "cpu":
-        n = f.get("world_size", 1)
-        out["fit"] = (4 * lab_params(f["model"]) * n,
-                      f"{n} fp32 copies of the model, one per rank")
+        h = host_bytes(f)
+        out["fit"] = (h["total"], f"{h['ranks']} ranks, each its process "
+                      f"({_gb(h['process_per_rank'])}) and "
+                      f"{_gb(h['model_per_rank'])} of model: built on "
+                      "meta, materialised sharded on the GPU")
     return out
 
 

@@ -15,10 +15,14 @@ Per lab, the most bytes one rank holds in the runs the lab starts:
   model, and fails only when not one layer fits;
 - lab 10 (mesh): the TP-then-FSDP shard, weights, gradients and Adam
   (:func:`labkit.predict.mesh.rank_param_bytes`);
-- lab 12 (fit): the planner's choice (:func:`labkit.predict.fit.choose`,
-  states + activations + transient). Its over-budget DDP is the
-  *expected* OOM (the ``gpu`` cell tries it and catches CUDA's
-  out-of-memory): listed, never a reason to stop.
+- lab 12 (fit): every run it starts (:func:`labkit.predict.fit_runs.runs`:
+  the planner's choice, each accumulation run, the gpu cell's DDP), states
+  + activations + transient, judged with the runtime floor and a margin
+  (:func:`labkit.predict.memory.job.on_gpu`, one ``gpu headroom`` line
+  each) -- the same list and the same function the rehearsal judges its
+  dry-run peaks with. Its DDP is the *expected* OOM (the ``gpu`` cell
+  tries it and catches CUDA's out-of-memory): listed, never a reason to
+  stop.
 
 Labs without a model in their section (collectives, tensor, pipeline and
 context parallelism: a block or buffers, a few GB at most) are not
@@ -41,6 +45,7 @@ class Need:
     bytes: float
     what: str
     expect_oom: bool = False
+    judged: dict | None = None   # labkit.predict.memory.job.on_gpu's
 
 
 def _ledger_strategy(name: str) -> tuple[str, str] | None:
@@ -122,22 +127,19 @@ def _mesh_need(p: dict) -> Need:
     return worst
 
 
-def _fit_needs(p: dict) -> list[Need]:
-    from labkit.predict import fit as F
-    precision = "fsdp_bf16" if p.get("bf16") else "fp32"
-    where = "cuda" if p.get("profile", "cpu") != "cpu" else "cpu"
-    world = p["world_size"]
-    best = F.choose(F.plan(p["model"], world, p["global_batch"],
-                           p["budget_bytes"], p["flops_per_s"],
-                           p["link_bytes_per_s"], precision, where))
-    out = [Need("fit", best["total"], f"the planner's {best['strategy']} "
-                f"recompute={best['recompute']} mb={best['micro_batch']}")]
-    o = p.get("over_budget")
-    if o:   # what the gpu cell tries: DDP, micro-batch 1, no recompute
-        bad = F.Config(o["strategy"], "none", 1, 1)
-        out.append(Need("fit", F.per_rank_bytes(
-            p["model"], world, bad, precision, where)["total"],
-            f"over_budget {o['strategy']} (the gpu cell's OOM)", True))
+def _fit_needs(p: dict, gpu_bytes: float) -> list[Need]:
+    """Lab 12's runs (:func:`labkit.predict.fit_runs.runs`, the list the
+    rehearsal dry-runs), each judged by
+    :func:`labkit.predict.memory.job.on_gpu`: its bytes plus the runtime
+    floor, with a margin left free."""
+    from labkit.predict.fit_runs import runs
+    from labkit.predict.memory.job import on_gpu
+    out = []
+    for r in runs(p):
+        judged = on_gpu(r.allocated["total"], p["world_size"], gpu_bytes)
+        what = (f"{r.variant} (the gpu cell's OOM)" if r.expect_oom
+                else r.variant)
+        out.append(Need("fit", judged["need"], what, r.expect_oom, judged))
     return out
 
 
@@ -153,7 +155,7 @@ def lab_needs(profile: dict, gpu_bytes: float,
         if gpus is not None and lab_ranks(p) > gpus:
             continue
         if lab == "fit" and "budget_bytes" in p:
-            out += _fit_needs(p)
+            out += _fit_needs(p, gpu_bytes)
         elif lab == "mesh" and "layouts" in p:
             out.append(_mesh_need(p))
         elif isinstance(p.get("model"), dict):
@@ -163,25 +165,43 @@ def lab_needs(profile: dict, gpu_bytes: float,
     return out
 
 
+def _headroom(n: Need, gpu_bytes: float) -> Check:
+    """A run judged with the runtime floor: its headroom and the margin."""
+    j = n.judged
+    return Check("gpu headroom", "ok" if j["fits"] else "fail",
+                 f"lab {n.lab}: {n.what}: {gb(j['allocated'])} + floor "
+                 f"{gb(j['floor'])} = {gb(j['need'])} of {gb(gpu_bytes)}",
+                 f">= {gb(j['margin'])} free (margin); "
+                 f"{j['sentence']}",
+                 "" if j["fits"] else "a GPU with more memory, or a "
+                 "smaller micro-batch for this run")
+
+
 def check_memory(profile: dict, gpu: str, gpu_bytes: float,
                  gpus: int | None = None) -> list[Check]:
     """The ``gpu memory`` line (the largest need that must fit) and one
     ``expected OOM`` line per run a lab expects to run out of memory."""
     needs = lab_needs(profile, gpu_bytes, gpus)
     must = [n for n in needs if not n.expect_oom]
-    over = [n for n in must if n.bytes >= SHARE * gpu_bytes]
+    over = [n for n in must if (not n.judged["fits"] if n.judged
+                                else n.bytes >= SHARE * gpu_bytes)]
     top = max(must, key=lambda n: n.bytes, default=None)
     shown = over[0] if over else top
     out = [Check("gpu memory", "fail" if over else "ok",
                  f"{gb(gpu_bytes)} ({gpu})",
                  (f"{gb(shown.bytes)} for lab {shown.lab}: {shown.what}"
                   if shown else "no lab with a model")
-                 + f" (< {SHARE:.0%}, + activations)",
+                 + (f" (< {SHARE:.0%}, + activations)" if not (
+                     shown and shown.judged) else " (with its activations "
+                     "and the runtime floor; see gpu headroom)"),
                  "a GPU with more memory, or lower the profile's sizes for "
                  + ", ".join(sorted({n.lab for n in over})) if over else "")]
+    out += [_headroom(n, gpu_bytes) for n in needs
+            if n.judged and not n.expect_oom]
     for n in needs:
         if n.expect_oom:
-            ooms = n.bytes > gpu_bytes
+            ooms = (not n.judged["fits"] if n.judged
+                    else n.bytes > gpu_bytes)
             out.append(Check(
                 "expected OOM", "ok" if ooms else "warn",
                 f"lab {n.lab}: {n.what}: {gb(n.bytes)} vs {gb(gpu_bytes)}",

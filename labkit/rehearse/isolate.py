@@ -2,7 +2,8 @@
 tensors ends the child, not the process that rehearses.
 
     r = rank_apart(main, world_size, rank, argv, run_dir)   # a RankResult
-    r.error, r.peak, r.record, r.p2p, r.violations, r.not_rehearsed
+    r.error, r.peak, r.record, r.p2p, r.violations, r.not_rehearsed,
+    r.host_peak
 
 Fake tensors on the ``meta`` device take paths through torch that no real
 run takes, and one of them crashes the process: lab 5's gpu8 block split
@@ -48,6 +49,7 @@ class RankResult:
     not_rehearsed: int = 0
     violations: list = field(default_factory=list)
     p2p: list = field(default_factory=list)
+    host_peak: int = 0     # bytes on the host (CPU) at once
 
 
 def result_of(r) -> RankResult:
@@ -56,7 +58,8 @@ def result_of(r) -> RankResult:
     record = None if r.record is None else json.loads(
         json.dumps(r.record, default=_jsonable))
     return RankResult(record, r.error, r.peak, r.not_rehearsed,
-                      list(r.rules.violations), list(r.rules.p2p))
+                      list(r.rules.violations), list(r.rules.p2p),
+                      r.host_peak)
 
 
 def in_process(main, world_size, rank, argv, run_dir) -> RankResult:

@@ -48,8 +48,10 @@ def table(report: dict) -> str:
                    c["fits"] else " (OOM expected: NOT seen)"
                    if c["expect_oom"] else "")
             lines.append(f"  case {c['variant']}: peak "
-                         f"{c['peak'] / 1e9:.1f} GB, "
-                         f"{'fits' if c['fits'] else 'does not fit'}{oom}")
+                         f"{c['peak'] / 1e9:.1f} GB + floor "
+                         f"{c['floor'] / 1e9:.1f} GB, "
+                         f"{'fits' if c['fits'] else 'does not fit'} ("
+                         f"{c['margin_bytes'] / 1e9:+.1f} GB left){oom}")
         if "notebook" in res:
             lines += _cell_lines(res["notebook"])
         lines += [f"  note: {n}" for n in res.get("notes", [])]

@@ -77,6 +77,7 @@ def rehearse_ranks(module, world_size, argv, node, where="",
                     else [world_size - 1])
     for rank, r in sorted(done.items()):
         out["ranks"].append({"rank": rank, "peak_bytes": r.peak,
+                             "host_peak_bytes": r.host_peak,
                              "not_rehearsed": r.not_rehearsed,
                              "record": _clean(r.record)})
         if r.error:
@@ -124,9 +125,13 @@ def rehearse_launch(lab, launch, node) -> dict:
 
 
 def rehearse_cases(lab, plan, node, workers=None, cache=None) -> list:
-    """The lab's dry-run cases against the node's memory. ``cache``: the
-    steps already run (:func:`rehearse` runs every lab's cases in one
-    pool of workers, as ``labkit.dryrun.cli.dry_profile`` does)."""
+    """The lab's dry-run cases against the node's memory: the counted
+    peak plus the runtime floor, a margin kept free
+    (:func:`labkit.predict.memory.job.on_gpu`, as preflight judges its
+    predictions). ``cache``: the steps already run (:func:`rehearse`
+    runs every lab's cases in one pool of workers, as
+    ``labkit.dryrun.cli.dry_profile`` does)."""
+    from labkit.predict.memory.job import MARGIN
     import os
     from labkit.dryrun.cli import run_all, run_cases
     if cache is None:
@@ -138,7 +143,9 @@ def rehearse_cases(lab, plan, node, workers=None, cache=None) -> list:
         row["expect_oom"] = expect
         where = f"lab {lab}: case {row['variant']!r}, {row['role']}"
         row["problems"], row["warnings"] = [], []
-        gb = f"peak {row['peak'] / 1e9:.1f} GB vs {node.memory / 1e9:.1f} GB"
+        gb = (f"peak {row['peak'] / 1e9:.1f} GB + floor "
+              f"{row['floor'] / 1e9:.1f} GB vs {node.memory / 1e9:.1f} GB,"
+              f" {MARGIN:.0%} kept free")
         if not row["fits"] and not expect:
             row["problems"].append(f"{where}: device memory: {gb}: CUDA "
                                    "out of memory")

@@ -5,6 +5,7 @@
     r.record        # what dist.save was given ("not rehearsed" values NaN)
     r.rules         # the NCCL stand-in (labkit.rehearse.nccl)
     r.peak          # the most bytes alive on the rank at once
+    r.host_peak     # of which on the host (CPU), the model's build included
 
 The rank is :func:`labkit.dryrun.fake.fake_world` with one change: the
 fake process group also serves the ``meta`` device, and ``meta`` stands
@@ -55,6 +56,7 @@ class Rank:
         self.record: dict | None = None
         self.not_rehearsed = 0
         self.peak = 0
+        self.host_peak = 0    # bytes on the host (CPU) at once
         self.error: str | None = None
 
     def context(self) -> dist.Context:
@@ -100,6 +102,7 @@ class Rank:
         finally:
             sys.argv = argv0
         self.peak = tracker.peak
+        self.host_peak = tracker.host_peak
         self.not_rehearsed += self.rules.not_rehearsed
 
 

@@ -19,6 +19,10 @@ Per rank it records
 - ``deepspeed``: the same for DeepSpeed ZeRO-1/2/3 with
   ``gradient_accumulation_steps`` (:func:`deepspeed_accumulation`);
   both parts live in :mod:`labkit.runs.blocks.accumulation`;
+- on a GPU each model is built on the meta device, sharded and
+  materialised shard by shard on the rank's GPU
+  (:func:`labkit.training.meta_init.built`): no rank holds the whole
+  model on the host;
 - ``train``: the chosen configuration trained for ``--steps`` steps: losses,
   step seconds, and the peak: on CPU the live tensor bytes
   (:class:`labkit.measure.fit.PeakBytes`, with the peak's composition); on
@@ -47,7 +51,8 @@ from labkit.runs.blocks.accumulation import (  # noqa: F401 - re-exported
     ACCUMULATION_RUNS, NO_RESHARD, _data, _grad_bytes, accumulate,
     accumulation, accumulation_setup, deepspeed_accumulation)
 from labkit.training.train import make_optimizer, mean_over_ranks
-from labkit.training.wrap import autocast, wrap
+from labkit.training.meta_init import built
+from labkit.training.wrap import autocast
 
 
 def _median_s(fn, repeats, device):
@@ -68,11 +73,11 @@ def recompute(config, ctx, micro_batch, bf16, repeats,
     rows = []
     for strategy in strategies:
         for mode in MODES:
-            model = apply(build(config), mode)
             if strategy == "local":
-                model.to(ctx.device)
+                model = apply(build(config), mode).to(ctx.device)
             else:
-                model = wrap(model, strategy, ctx, bf16=bf16)
+                model = built(lambda: build(config), strategy, ctx,
+                              bf16=bf16, recompute=mode)
             amp = autocast(ctx, "ddp" if strategy == "local" else strategy,
                            bf16)
             got = measure(model, x, y, amp)
@@ -98,8 +103,8 @@ def recompute(config, ctx, micro_batch, bf16, repeats,
 
 
 def train(config, ctx, a) -> dict:
-    model = wrap(apply(build(config, a.seed), a.recompute), a.strategy, ctx,
-                 bf16=a.bf16)
+    model = built(lambda: build(config, a.seed), a.strategy, ctx,
+                  bf16=a.bf16, recompute=a.recompute)
     opt = make_optimizer(model)
     amp = autocast(ctx, a.strategy, a.bf16)
     losses, step_s, peak = [], [], 0
@@ -155,6 +160,8 @@ def main(argv=None):
     p.add_argument("--strategy", default="fsdp2_full")
     p.add_argument("--recompute", default="selective", choices=MODES)
     p.add_argument("--micro-batch", type=int, default=2)
+    p.add_argument("--accumulation-micro-batch", type=int, default=None,
+                   help="the accumulation part's (default --micro-batch)")
     p.add_argument("--accumulation", type=int, default=2)
     p.add_argument("--steps", type=int, default=2)
     p.add_argument("--repeats", type=int, default=3)
@@ -171,7 +178,9 @@ def main(argv=None):
                                      a.repeats,
                                      a.recompute_strategies.split(","))
     if "accumulation" in parts:
-        out["accumulation"] = accumulation(config, ctx, a.micro_batch,
+        out["accumulation"] = accumulation(config, ctx,
+                                           a.accumulation_micro_batch
+                                           or a.micro_batch,
                                            a.accumulation,
                                            a.accumulation_runs.split(","),
                                            a.bf16, a.recompute)

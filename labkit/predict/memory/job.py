@@ -93,3 +93,26 @@ def job(params: float, gpus: int, strategy: str = "zero3", *,
                 out["offload_that_fits"] = off
                 break
     return out
+
+
+# what a case meant to fit keeps free beyond the floor: the floor's slack
+# is the allocator's steady rounding; this is for what no term names (a
+# fragmented segment, the profiler's buffers, NCCL communicators created
+# lazily by a later collective), an assumption of 5 % of the GPU
+MARGIN = 0.05
+
+
+def on_gpu(allocated: float, gpus: int, gpu_mem: float, *,
+           margin: float = MARGIN, floor_kw: dict | None = None) -> dict:
+    """One rank's need on its GPU from the bytes it allocates at its
+    peak (predicted by a ledger or counted by a rehearsal): those bytes
+    plus the runtime floor (:func:`labkit.predict.memory.floor.floor`).
+    It ``fits`` when the headroom left is at least ``margin`` of the
+    GPU. Preflight and the rehearsal both judge a case with this."""
+    fl = floor(gpus, allocated=allocated, **(floor_kw or {}))
+    need = allocated + fl["total"]
+    keep = margin * gpu_mem
+    return {"allocated": allocated, "floor": fl["total"], "need": need,
+            "headroom": gpu_mem - need, "margin": keep,
+            "fits": gpu_mem - need >= keep,
+            "sentence": headroom_sentence(need, gpu_mem)}

@@ -21,9 +21,9 @@ from labkit import dist
 from labkit.measure.collectives import CollectiveCounter
 from labkit.measure.memory import unique_bytes
 from labkit.nn.model import batch, build, local_batch
-from labkit.training.recompute import apply
+from labkit.training.meta_init import built
 from labkit.training.train import make_optimizer
-from labkit.training.wrap import autocast, wrap
+from labkit.training.wrap import autocast
 
 
 def _data(config, ctx, micro_batch, step, seed=0):
@@ -47,10 +47,11 @@ NO_RESHARD = {"fsdp2_full_no_reshard"}
 def accumulation_setup(config, ctx, strategy, bf16=False,
                        recompute_mode="none"):
     """Model, optimizer and autocast of one accumulation run, wrapped as
-    the planner chose: its recompute, then ``wrap`` with its precision
-    (the run of ``train`` builds the same; the dry run calls this)."""
-    model = wrap(apply(build(config), recompute_mode), strategy, ctx,
-                 bf16=bf16)
+    the planner chose: its recompute, then ``wrap`` with its precision,
+    on a GPU built on meta and materialised sharded (the run of ``train``
+    builds the same; the dry run calls this)."""
+    model = built(lambda: build(config), strategy, ctx, bf16=bf16,
+                  recompute=recompute_mode)
     return model, make_optimizer(model), autocast(ctx, strategy, bf16)
 
 
