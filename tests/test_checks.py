@@ -144,6 +144,15 @@ BAD += [   # lab 17
     ("hangs", {"timeout_s": 20}, "must leave the planted hang time"),
 ]
 
+BAD += [   # lab 19
+    ("optimizers", {"optimizers": ["lion"]}, "unknown optimizer 'lion'"),
+    ("optimizers", {"muon_modes": ["ring"]}, "unknown Muon mode 'ring'"),
+    ("optimizers", {"world_size": 1}, "world_size must be an integer >= 2"),
+    ("optimizers", {"steps": 1}, "steps must be >= 2"),
+    ("optimizers", {"batch": 7}, "global batch 7 does not divide by"),
+    ("optimizers", {"hidden": 63, "heads": 3}, "do not divide by world"),
+]
+
 
 @pytest.mark.parametrize("lab,bad,message", BAD,
                          ids=[f"{b[0]}-{next(iter(b[1]))}" for b in BAD])

@@ -27,7 +27,8 @@ def train(name, config, ctx, a, mode=None) -> dict:
     opts = make(name, model, mode)
     losses, counted, t0 = [], None, time.perf_counter()
     for step in range(a.steps):
-        x, y = local_batch(*batch(config, a.batch, step, a.seed),
+        x, y = local_batch(*batch(config, a.batch, step, a.seed,
+                                  device=ctx.device),
                            ctx.rank, ctx.world_size)
         loss = model(x, y)
         loss.backward()
@@ -43,7 +44,8 @@ def train(name, config, ctx, a, mode=None) -> dict:
     out = {"optimizer": name, "mode": mode, "losses": losses,
            "state": state_bytes(opts), "state_kinds": state_kinds(opts),
            "collectives": counted, "seconds": time.perf_counter() - t0}
-    full = {n: p.full_tensor() for n, p in model.named_parameters()}
+    full = {n: p.full_tensor().cpu()
+            for n, p in model.named_parameters()}
     del model, opts
     dist.release(ctx)
     return out, full
