@@ -430,7 +430,8 @@ ANSWERS = {"iv-ledger": "01_memory", "iv-fsdp": "03_sharding",
            "iv-megatron": "06_pipeline_parallel",
            "iv-experts": "13_experts", "iv-bf16": "14_precision",
            "iv-fp8": "14_precision", "iv-roofline": "16_roofline",
-           "iv-hang": "17_hangs", "iv-zero-bubble": "18_schedules"}
+           "iv-hang": "17_hangs", "iv-zero-bubble": "18_schedules",
+           "iv-optimizers": "19_optimizers"}
 
 
 def test_every_interview_question_has_a_box_and_the_page_links_it():

@@ -151,6 +151,13 @@ BAD += [   # lab 18
      "pp_microbatches=3: zbv needs micro-batches >= 2 x stages"),
     ("schedules", {"pp_microbatches": 1, "schedules": ["1f1b"]},
      "need at least one micro-batch per stage"),
+BAD += [   # lab 19
+    ("optimizers", {"optimizers": ["lion"]}, "unknown optimizer 'lion'"),
+    ("optimizers", {"muon_modes": ["ring"]}, "unknown Muon mode 'ring'"),
+    ("optimizers", {"world_size": 1}, "world_size must be an integer >= 2"),
+    ("optimizers", {"steps": 1}, "steps must be >= 2"),
+    ("optimizers", {"batch": 7}, "global batch 7 does not divide by"),
+    ("optimizers", {"hidden": 63, "heads": 3}, "do not divide by world"),
 ]
 
 

@@ -123,7 +123,7 @@ def test_folders_stay_small():
 # a lab's check module named after its one function (labs 13, 14, 16, 17)
 SHADOWED = {"labkit.buildit.smoke", "labkit.checks.experts",
             "labkit.checks.precision", "labkit.checks.roofline",
-            "labkit.checks.hangs"}
+            "labkit.checks.hangs", "labkit.checks.optimizers"}
 
 
 def test_no_submodule_shares_a_name_with_its_package_attribute():

@@ -56,6 +56,7 @@ LABS = {"sharding": 2, "zero": 2, "tensor_parallel": 2,
 LABS["experts"] = 4     # lab 13 (labkit/buildit/experts.py)
 LABS["fsdp"] = 2        # lab 3, FSDP (labkit/buildit/fsdp.py)
 LABS["context_parallel"] = 4  # lab 11 (buildit/context_parallel.py)
+LABS["optimizers"] = 2  # lab 19, Muon (labkit/buildit/optimizers.py)
 TIMEOUT_S = 90.0
 # errors a rank gets because ANOTHER rank failed
 _KNOCK_ON = ("Connection closed", "Connection reset", "never came",

@@ -20,7 +20,8 @@ where tests call them with bad values (tests/test_checks.py).
 Files: ``rules.py`` (the kinds of value), ``params.py`` (the table of
 names), ``common.py`` (profile, world sizes), and the labs' functions by
 family: ``data_parallel.py``, ``model_parallel.py``, ``measuring.py``,
-``experts.py``, ``precision.py``, ``roofline.py``, ``hangs.py``.
+``experts.py``, ``precision.py``, ``roofline.py``, ``hangs.py``,
+``optimizers.py``.
 
 Its submodules import one another directly, never this package.
 """
@@ -33,6 +34,7 @@ from labkit.checks import precision as _pr
 from labkit.checks import roofline as _rl
 from labkit.checks import measuring as _ms
 from labkit.checks import model_parallel as _mp
+from labkit.checks import optimizers as _op
 from labkit.checks.common import _profile, _sizes, checked
 from labkit.checks.params import PROFILES, max_ranks, parse
 from labkit.checks.rules import require
@@ -54,10 +56,11 @@ experts = checked(_ex.experts)
 precision = checked(_pr.precision)
 roofline = checked(_rl.roofline)
 hangs = checked(_hg.hangs)
+optimizers = checked(_op.optimizers)
 
 LABS = ("memory", "collectives", "sharding", "zero", "tensor_parallel",
         "pipeline_parallel", "profiling", "checkpoint", "colossalai",
         "mesh", "context_parallel", "fit", "experts",
         "precision", "roofline", "hangs",
-        "schedules")                        # a check per lab, in order
+        "schedules", "optimizers")          # a check per lab, in order
 __all__ = ["PROFILES", "LABS", "max_ranks", "parse", "require", *LABS]

@@ -220,6 +220,9 @@ RULES = {
     "culprit": _int(0, BIG), "at": _int(0, STEPS),
     "faults": lambda name, v: R.strings(name, v, empty=False),
     "nccl_env": _environment,
+    # lab 19: the optimizers it trains and Muon's ways to see a matrix
+    "optimizers": lambda name, v: R.strings(name, v, empty=False),
+    "muon_modes": R.strings,
 }
 # What a profile allows beyond the table: the CPU profile runs gloo ranks
 # on a laptop's cores (a 1 TB all-reduce there runs for hours).

@@ -185,6 +185,10 @@ cannot("schedules", "torch.distributed.pipelining's schedules start with "
 cannot("hangs", "nothing to dry-run: its faults are waits at the process "
        "group's timeout, a killed process and py-spy reading live ranks; "
        "its tensors are a few kilobytes")
+cannot("optimizers", "nothing to dry-run: its optimizer states are "
+       "counted to the byte on CPU ranks and predicted by pure formulas "
+       "(labkit.predict.optimizers); 8-bit AdamW's states come from "
+       "bitsandbytes' own kernels, which fake tensors do not run")
 cannot("context_parallel", "no adapter yet: ring and Ulysses attention "
        "exchange K/V blocks point to point (isend/irecv) and by all-to-all, "
        "which the fake process group was not yet tried with; its memory "
