@@ -151,6 +151,8 @@ BAD += [   # lab 18
      "pp_microbatches=3: zbv needs micro-batches >= 2 x stages"),
     ("schedules", {"pp_microbatches": 1, "schedules": ["1f1b"]},
      "need at least one micro-batch per stage"),
+]
+
 BAD += [   # lab 19
     ("optimizers", {"optimizers": ["lion"]}, "unknown optimizer 'lion'"),
     ("optimizers", {"muon_modes": ["ring"]}, "unknown Muon mode 'ring'"),
