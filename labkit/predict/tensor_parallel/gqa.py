@@ -52,7 +52,7 @@ def layer_params(a, tp: int = 1) -> dict:
     kv_w = split["kv_heads_per_rank"] * d
     kv = 2 * (h * kv_w + kv_w * a.qkv_bias)
     o = (a.heads // tp) * d * h
-    mats = 3 if a.mlp == "swiglu" else 2
+    mats = 3 if a.gated else 2
     mlp = mats * h * ffn // tp + (mats - 1) * ffn // tp * a.mlp_bias
     norm = h * (2 if a.norm == "layernorm" else 1)
     replicated = (2 * norm + h * a.out_bias + h * a.mlp_bias
