@@ -92,6 +92,15 @@ MULTIMODAL = {
         VISION, deepstack_visual_indexes=[]), text_config=dict(
         SMALL, model_type="qwen3_vl_text", head_dim=16,
         rope_scaling={"rope_type": "default", "mrope_section": [2, 3, 3]})),
+    # Llama 3.2 Vision: cross-attention layers, skipped by a text-only step
+    "mllama": dict(text_config=dict(
+        SMALL, num_hidden_layers=4, cross_attention_layers=[1],
+        pad_token_id=0, bos_token_id=1, eos_token_id=2),
+        vision_config=dict(
+            hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+            num_global_layers=1, attention_heads=2, image_size=28,
+            patch_size=14, vision_output_dim=64,
+            intermediate_layers_indices=[0])),
 }
 
 

@@ -19,7 +19,8 @@ CONFIGS = ROOT / "tests" / "data" / "hf_configs_families"
 # the model cards' totals, in the precision the cards print them
 # (gpt-oss: 20.91 B total, 3.61 B active without the input embedding)
 PUBLISHED = {"gemma2-9b": 9.24, "gpt-oss-20b": 20.91, "phi3-mini-4k": 3.82,
-             "olmo2-7b": 7.30, "phi-2": 2.78, "qwen2.5-vl-7b": 8.29}
+             "olmo2-7b": 7.30, "phi-2": 2.78, "qwen2.5-vl-7b": 8.29,
+             "llama3.2-11b-vision": 10.67}
 
 
 def _meta(path):
@@ -69,6 +70,22 @@ def test_each_variant_is_a_field_not_a_family():
     assert P.count(llama.with_(parallel=True))["norms"] == norms - 2 * 64
     sinks = P.count(llama.with_(sinks=True))["total"]
     assert sinks == P.total(llama) + 2 * 4
+
+
+@pytest.mark.parametrize("name", ["gemma2-9b", "phi3-mini-4k", "olmo2-7b",
+                                  "phi-2", "llama3.2-11b-vision"])
+def test_the_planners_stages_sum_to_the_record(name):
+    """The pipeline planner's per-layer count (labkit.predict
+    .tensor_parallel.gqa) reads the same fields: its stages add up to the
+    record (a cross-attention layer priced as a self-attention one: its
+    q/k norms and gates, 2 head_dim + 2 a layer, aside)."""
+    from labkit.predict.pipeline_parallel import stage_bytes as SB
+    a = hf_config.read(CONFIGS / f"{name}.json")
+    parts = (1, a.layers - 1)
+    total = sum(SB.stage_params(a, 1, parts, i) for i in (0, 1))
+    cross = len(a.cross_layers) * (2 * a.head_dim + 2)
+    assert total == P.total(a) + (a.vocab * a.hidden if a.tied else 0) \
+        - cross
 
 
 def test_a_local_layer_spans_its_window():

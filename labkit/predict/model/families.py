@@ -36,7 +36,14 @@ keeps them honest):
   logits), Gemma's ``query_pre_attn_scalar`` and its embedding scaled by
   sqrt(hidden): element-wise, no parameters and no matmul FLOPs;
 - ``mlp = "geglu"``: the gated MLP with a GELU gate (Shazeer 2020, Eq. 5),
-  three matrices as SwiGLU.
+  three matrices as SwiGLU;
+- ``cross_layers``: gated cross-attention layers to the image features
+  (Llama 3.2 Vision; Dubey et al. 2024, Sec. 7.3): the projections of a
+  self-attention layer, per-head q/k norms and two one-scalar tanh gates.
+  A text-only step skips them (transformers' ``MllamaTextModel``), so
+  their FLOPs are not counted; with images they attend to the image
+  tokens, which the record does not size. ``embed_extra``: embedding rows
+  beyond the vocabulary (Llama 3.2 Vision: 8).
 """
 from __future__ import annotations
 
@@ -46,7 +53,7 @@ from labkit.predict.model.hf_fields import _bool, _float, _heads, _int, _seq
 from labkit.predict.model.record import Arch
 
 FAMILIES = ("gemma2", "gemma3_text", "phi3", "phi", "olmo2", "olmo3",
-            "gpt_oss")
+            "gpt_oss", "mllama_text_model")
 LAYER_TYPES = ("full_attention", "sliding_attention")
 
 
@@ -119,7 +126,8 @@ def read(cfg: dict, source) -> Arch:
     name = Path(source).stem if not isinstance(source, dict) else kind
     return {"gemma2": _gemma, "gemma3_text": _gemma, "phi3": _phi3,
             "phi": _phi, "olmo2": _olmo, "olmo3": _olmo,
-            "gpt_oss": _gpt_oss}[kind](cfg, kind, name)
+            "gpt_oss": _gpt_oss,
+            "mllama_text_model": _mllama}[kind](cfg, kind, name)
 
 
 def _rms(cfg, eps=1e-6) -> dict:
@@ -205,4 +213,25 @@ def _gpt_oss(cfg, kind, name) -> Arch:
                 **window(dict({"sliding_window": 128}, **cfg), s["layers"],
                          lambda i: "sliding_attention" if (i + 1) % 2
                          else "full_attention"),
+                name=name)
+
+
+def _mllama(cfg, kind, name) -> Arch:
+    """Llama 3.2 Vision's language model: Llama 3 with gated
+    cross-attention layers (``cross_attention_layers``) and 8 embedding
+    rows beyond the vocabulary (``MllamaTextModel``)."""
+    s = _shape(cfg, 8, None)
+    cross = cfg.get("cross_attention_layers")
+    if cross is None:         # MllamaTextConfig's default
+        cross = [3, 8, 13, 18, 23, 28, 33, 38]
+    if not isinstance(cross, list) or any(
+            isinstance(i, bool) or not isinstance(i, int)
+            or not 0 <= i < s["layers"] for i in cross):
+        raise ValueError("config.json: 'cross_attention_layers' must list "
+                         f"layer indices below {s['layers']}")
+    return Arch(**s, ffn=_int(cfg, "intermediate_size"), mlp="swiglu",
+                **_rms(cfg, 1e-5),
+                tied=_bool(cfg, "tie_word_embeddings", False),
+                qkv_bias=False, out_bias=False, mlp_bias=False,
+                cross_layers=tuple(sorted(set(cross))), embed_extra=8,
                 name=name)

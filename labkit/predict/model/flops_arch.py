@@ -46,7 +46,8 @@ def attention_span(a, seq: int) -> int:
     Jiang et al. 2023, Sec. 2; Gemma 2's local layers). PaLM's ``L T``."""
     local = len(getattr(a, "window_layers", ()))
     w = getattr(a, "window", 0) or seq
-    return (a.layers - local) * seq + local * min(seq, w)
+    cross = len(getattr(a, "cross_layers", ()))   # no images: skipped
+    return (a.layers - cross - local) * seq + local * min(seq, w)
 
 
 def arch_flops(a, batch: int, seq: int, recompute: str = "none") -> dict:

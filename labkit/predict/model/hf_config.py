@@ -24,7 +24,8 @@ The keys and their meaning follow ``transformers``' own classes
   sinks, expert biases, sliding windows) are fields of the record, read by
   :mod:`labkit.predict.model.families`; the experts' families by
   :mod:`labkit.predict.model.hf_config_moe`;
-- an image-text config (Qwen2.5-VL, Qwen3-VL, Gemma 3): its
+- an image-text config (Qwen2.5-VL, Qwen3-VL, Gemma 3, Llama 3.2
+  Vision): its
   ``text_config``, the language model, named ``multimodal``; the vision
   tower is not in the record (``python -m labkit build`` counts it).
 
@@ -107,13 +108,15 @@ def _read(source) -> Arch:
 # a multimodal config's language model: its text_config's model_type, read
 # as the family whose modelling file it reuses
 TEXT = {"qwen2_vl_text": "qwen2", "qwen2_5_vl_text": "qwen2",
-        "qwen3_vl_text": "qwen3", "gemma3_text": "gemma3_text"}
+        "qwen3_vl_text": "qwen3", "gemma3_text": "gemma3_text",
+        "mllama_text_model": "mllama_text_model"}
 
 
 def _language_model(cfg: dict, source) -> Arch:
     """The language model of an image-text config (``text_config``), the
     vision tower left out and named (``multimodal``): Qwen2.5-VL, Qwen3-VL
-    and Gemma 3 reuse Qwen2's, Qwen3's and Gemma 3's decoder."""
+    and Gemma 3 reuse Qwen2's, Qwen3's and Gemma 3's decoder; Llama 3.2
+    Vision's is Llama 3's with cross-attention layers."""
     kind = cfg.get("model_type")
     text = dict(cfg["text_config"])
     sub = text.get("model_type")

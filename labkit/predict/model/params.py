@@ -44,7 +44,8 @@ def layer_tensors(a: A.Arch, i: int) -> list:
 def tensors(a: A.Arch) -> list:
     """Every weight of the model: ``(name, shape, component)``."""
     h = a.hidden
-    t = [("embed_tokens.weight", (a.vocab, h), "embedding")]
+    t = [("embed_tokens.weight", (a.vocab + a.embed_extra, h),
+          "embedding")]
     if a.positions == "learned":
         t.append(("embed_positions.weight", (a.max_seq, h), "embedding"))
     for i in range(a.layers):
@@ -90,9 +91,12 @@ def matmul_params(a: A.Arch) -> int:
     PaLM's 6N, Chowdhery et al. 2022, App. B): the layers' projection
     matrices (active experts only) and the output layer; embedding
     lookups, biases and norms do no matrix multiply."""
-    per_layer = sum(numel(s) for n, s, part in layer_tensors(a, 0)
+    self_layer = next(i for i in range(a.layers) if i not in a.cross_layers)
+    per_layer = sum(numel(s) for n, s, part in layer_tensors(a, self_layer)
                     if part != "norms" and len(s) == 2)
-    dense = a.layers * per_layer
+    # a cross-attention layer is skipped by a text-only step (transformers'
+    # MllamaTextModel: no image states, no work)
+    dense = (a.layers - len(a.cross_layers)) * per_layer
     if a.experts:   # exact for the dense part; routed: top_k experts
         mm = sum(numel(s) for n, s, part in tensors(a)
                  if part in ("attention", "mlp") and len(s) == 2)

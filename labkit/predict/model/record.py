@@ -69,6 +69,8 @@ class Arch:
     attn_softcap: float = 0.0    # tanh cap on scores (Gemma 2): no bytes
     logit_softcap: float = 0.0   # ... on the output logits
     multimodal: str = ""         # the whole model's type (this: its LM)
+    cross_layers: tuple = ()     # gated cross-attention (Llama 3.2 Vision)
+    embed_extra: int = 0         # embedding rows beyond the vocabulary
 
     def __post_init__(self):
         ints = ("layers", "hidden", "heads", "vocab", "ffn", "kv_heads",
@@ -129,6 +131,10 @@ class Arch:
         return self.mlp != "gelu"
 
     @property
+    def block_norms(self) -> int:  # norms of width hidden in one block
+        return 1 if self.parallel else 2 * (self.pre_norms + self.post_norms)
+
+    @property
     def extras(self) -> tuple:
         """The variants set that the course's GPT and Llama blocks (and
         the ledgers built on them) do not have."""
@@ -171,6 +177,17 @@ def check_block(a) -> None:
             not isinstance(i, int) or not 0 <= i < a.layers for i in layers):
         raise ValueError("window_layers: a tuple of layer indices, "
                          "non-empty exactly when window > 0")
+    cross = a.cross_layers
+    if not isinstance(cross, tuple) or any(
+            not isinstance(i, int) or not 0 <= i < a.layers
+            or i in a.window_layers for i in cross) or len(set(cross)) \
+            != len(cross) or (cross and (a.experts or a.parallel
+                                         or len(cross) >= a.layers)):
+        raise ValueError("cross_layers: distinct dense layer indices, none "
+                         "of them local (window_layers)")
+    e = a.embed_extra
+    if not isinstance(e, int) or isinstance(e, bool) or e < 0:
+        raise ValueError(f"embed_extra must be an integer >= 0, got {e!r}")
     if not 0 < a.rotary_fraction <= 1:
         raise ValueError(f"rotary_fraction must be in (0, 1], got "
                          f"{a.rotary_fraction!r}")
@@ -185,4 +202,6 @@ def extras(a) -> tuple:
         out.append("no pre_norms")
     if a.mlp == "geglu":
         out.append("geglu")
+    if a.cross_layers:
+        out.append("cross_layers")
     return tuple(out)   # a window changes FLOPs past it, not the block

@@ -58,8 +58,31 @@ def _norms(p: str, a: Arch) -> tuple:
             [t for n in rest for t in _norm(n, h, a)])
 
 
+def cross_layer(a: Arch, i: int) -> list:
+    """A gated cross-attention layer (Llama 3.2 Vision; Dubey et al. 2024,
+    "The Llama 3 Herd of Models", Sec. 7.3): queries from the text, keys
+    and values from the image features (``hidden`` wide), per-head q/k
+    norms, a tanh gate of one scalar on attention and one on the MLP."""
+    h, p = a.hidden, f"layers.{i}"
+    t = _norm(f"{p}.input_layernorm", h, a)
+    for proj, width in (("q", a.q_dim), ("k", a.kv_dim), ("v", a.kv_dim)):
+        t += _linear(f"{p}.cross_attn.{proj}_proj", h, width, a.qkv_bias,
+                     "attention")
+    t += _linear(f"{p}.cross_attn.o_proj", a.q_dim, h, a.out_bias,
+                 "attention")
+    for q in ("q_norm", "k_norm"):
+        t += [(n, s, "attention") for n, s, _ in
+              _norm(f"{p}.cross_attn.{q}", a.head_dim, a)]
+    t += [(f"{p}.cross_attn_{g}_gate", (1,), "attention")
+          for g in ("attn", "mlp")]
+    t += _norm(f"{p}.post_attention_layernorm", h, a)
+    return t + _mlp(f"{p}.mlp", h, a.ffn, a)
+
+
 def layer(a: Arch, i: int) -> list:
     """``(name, shape, component)`` of dense layer ``i``'s weights."""
+    if i in a.cross_layers:
+        return cross_layer(a, i)
     h, p = a.hidden, f"layers.{i}"
     t, rest = _norms(p, a)
     for proj, width in (("q", a.q_dim), ("k", a.kv_dim), ("v", a.kv_dim)):
