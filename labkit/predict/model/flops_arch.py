@@ -62,8 +62,9 @@ def arch_flops(a, batch: int, seq: int, recompute: str = "none") -> dict:
     layer (sliding window) meets ``min(seq, window)`` keys (PaLM counts
     every key of a sequence, the causal half included: a local layer
     counts its window the same way). Recomputation as Narayanan et al.
-    2021, Eq. 3 and Korthikanti et al. 2022, Sec. 5: full runs every layer's forward
-    again (not the output layer), selective the attention core. For the
+    2021, Eq. 3 and Korthikanti et al. 2022, Sec. 5: full runs every
+    layer's forward again (not the output layer), selective the attention
+    core. For the
     GPT this equals :mod:`labkit.predict.model.flops`' closed forms.
     """
     from labkit.predict.model import params as P
