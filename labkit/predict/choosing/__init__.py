@@ -30,8 +30,9 @@ both are priced through the record. Layouts are ranked by predicted step
 time; ``--all`` lists the infeasible ones with the reason. The command line
 is :mod:`labkit.predict.choosing.plan_cli`.
 
-The folder: ``cluster``, ``layout_cost``, ``plan_moe`` and the command
-line ``plan_cli``. Pure Python.
+The folder: ``cluster``, ``layout_cost`` (with ``framework_cost``: a
+layout under ``--framework``), ``plan_moe`` and the command line
+``plan_cli``. Pure Python.
 """
 from __future__ import annotations
 
