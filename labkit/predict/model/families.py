@@ -2,7 +2,7 @@
 record, and the ``config.json`` families that use them (pure Python).
 
     from labkit.arch import from_hf_config
-    from_hf_config("tests/data/hf_configs/gemma2-9b.json").post_norms
+    from_hf_config("tests/data/hf_configs_families/gemma2-9b.json").window
     python -m labkit params --hf-config gemma2-9b.json
 
 Each variant is a field, so that an unseen family with the same features
@@ -11,15 +11,16 @@ keeps them honest):
 
 - ``post_norms``: a norm on each branch's output before the residual add.
   With ``pre_norms`` too it is the "sandwich" of Gemma 2 (Gemma Team 2024,
-  Sec. 2.2; Ding et al. 2021, CogView Sec. 3.1): four norms per block;
-  alone (``pre_norms = False``) it is OLMo 2's reordered norm (OLMo et al.
-  2024, "2 OLMo 2 Furious", Sec. 3.2.1): two norms, on the outputs;
+  Sec. 2, "post-norm and pre-norm"; Ding et al. 2021, CogView's
+  Sandwich-LN): four norms per block; alone (``pre_norms = False``) it is
+  OLMo 2's reordered norm (OLMo et al. 2024, "2 OLMo 2 Furious", its
+  architecture section): two norms, on the outputs;
 - ``parallel``: attention and MLP read the same normed input and both add
   to the residual (GPT-J; PaLM, Chowdhery et al. 2022, Sec. 2): one norm
   per block (Phi-1, Gunasekar et al. 2023);
 - ``qk_norm_full``: the query and key norms span all heads at once
-  (``heads x head_dim`` and ``kv_heads x head_dim`` weights, OLMo 2
-  Sec. 3.2.1) rather than one ``head_dim`` norm shared by every head;
+  (``heads x head_dim`` and ``kv_heads x head_dim`` weights, OLMo 2's
+  QK-norm) rather than one ``head_dim`` norm shared by every head;
 - ``qkv_fused`` / ``mlp_fused``: Q, K, V (and gate, up) as one Linear
   (Phi-3, Abdin et al. 2024): the same weights, counted the same;
 - ``sinks``: one learned logit per head per layer joins every softmax
@@ -32,13 +33,13 @@ keeps them honest):
   alternating local and global layers): a local layer's attention core
   spans ``min(seq, window)`` keys per query, no bytes of weights;
 - ``rotary_fraction`` (Phi-1's ``partial_rotary_factor``; GPT-NeoX), the
-  soft-caps (Gemma 2, Sec. 2.2: ``cap tanh(x / cap)`` on scores and
+  soft-caps (Gemma 2, Sec. 2: ``cap tanh(x / cap)`` on scores and
   logits), Gemma's ``query_pre_attn_scalar`` and its embedding scaled by
   sqrt(hidden): element-wise, no parameters and no matmul FLOPs;
-- ``mlp = "geglu"``: the gated MLP with a GELU gate (Shazeer 2020, Eq. 5),
+- ``mlp = "geglu"``: the gated MLP with a GELU gate (Shazeer 2020, Eq. 6),
   three matrices as SwiGLU;
 - ``cross_layers``: gated cross-attention layers to the image features
-  (Llama 3.2 Vision; Dubey et al. 2024, Sec. 7.3): the projections of a
+  (Llama 3.2 Vision; Dubey et al. 2024, Sec. 7.2): the projections of a
   self-attention layer, per-head q/k norms and two one-scalar tanh gates.
   A text-only step skips them (transformers' ``MllamaTextModel``), so
   their FLOPs are not counted; with images they attend to the image

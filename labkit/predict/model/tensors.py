@@ -60,7 +60,7 @@ def _norms(p: str, a: Arch) -> tuple:
 
 def cross_layer(a: Arch, i: int) -> list:
     """A gated cross-attention layer (Llama 3.2 Vision; Dubey et al. 2024,
-    "The Llama 3 Herd of Models", Sec. 7.3): queries from the text, keys
+    "The Llama 3 Herd of Models", Sec. 7.2): queries from the text, keys
     and values from the image features (``hidden`` wide), per-head q/k
     norms, a tanh gate of one scalar on attention and one on the MLP."""
     h, p = a.hidden, f"layers.{i}"
