@@ -125,7 +125,8 @@ def test_the_record_refuses_an_impossible_block():
     base = dict(layers=2, hidden=64, heads=4, vocab=100, positions="rope")
     for bad in (dict(pre_norms=False), dict(parallel=True, post_norms=True),
                 dict(qk_norm_full=True), dict(sinks="yes"),
-                dict(window=8), dict(window=8, window_layers=(2,))):
+                dict(window=8), dict(window=8, window_layers=(2,)),
+                dict(attn_softcap=-1.0), dict(cross_layers=(0, 1))):
         with pytest.raises(ValueError):
             Arch(**base, **bad)
 

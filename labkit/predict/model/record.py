@@ -188,6 +188,11 @@ def check_block(a) -> None:
     e = a.embed_extra
     if not isinstance(e, int) or isinstance(e, bool) or e < 0:
         raise ValueError(f"embed_extra must be an integer >= 0, got {e!r}")
+    for k in ("attn_softcap", "logit_softcap"):
+        v = getattr(a, k)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+            raise ValueError(f"{k} must be a number >= 0 (0: none), got "
+                             f"{v!r}")
     if not 0 < a.rotary_fraction <= 1:
         raise ValueError(f"rotary_fraction must be in (0, 1], got "
                          f"{a.rotary_fraction!r}")
