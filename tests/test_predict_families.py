@@ -26,13 +26,7 @@ PUBLISHED = {"gemma2-9b": 9.24, "gpt-oss-20b": 20.91, "phi3-mini-4k": 3.82,
 def _meta(path):
     """transformers' model of ``path`` on the meta device: (its language
     model's parameters, the rest's)."""
-    torch = pytest.importorskip("torch")
-    tf = pytest.importorskip("transformers")
-    from labkit.measure.hf_build import _auto, _split
-    tf.logging.set_verbosity_error()
-    cfg = tf.AutoConfig.for_model(**json.loads(Path(path).read_text()))
-    with torch.device("meta"):
-        return _split(_auto(cfg).from_config(cfg))
+    return _meta_dict(json.loads(Path(path).read_text()))
 
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED))
@@ -151,3 +145,31 @@ def test_the_commands_answer_these_families():
                               str(CONFIGS / "qwen2.5-vl-7b.json")],
                        capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert "language model of qwen2_5_vl" in r.stdout
+
+
+def test_gemma3s_image_text_config_reads_its_language_model():
+    """Gemma 3 (image-text): its text_config is Gemma 3's decoder; the
+    SigLIP tower and projector are named apart (transformers builds it on
+    the meta device; fake tensors cannot run its initialiser)."""
+    text = dict(vocab_size=512, hidden_size=64, intermediate_size=128,
+                num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, head_dim=16,
+                model_type="gemma3_text")
+    cfg = dict(model_type="gemma3", text_config=text, mm_tokens_per_image=4,
+               vision_config=dict(num_hidden_layers=1, hidden_size=32,
+                                  intermediate_size=64, image_size=28,
+                                  num_attention_heads=2, patch_size=14))
+    a = hf_config.read(cfg)
+    assert a.multimodal == "gemma3" and a.post_norms and a.qk_norm
+    lang, rest = _meta_dict(cfg)
+    assert P.total(a) == lang and rest > 0
+
+
+def _meta_dict(cfg):
+    torch = pytest.importorskip("torch")
+    tf = pytest.importorskip("transformers")
+    from labkit.measure.hf_build import _auto, _split
+    tf.logging.set_verbosity_error()
+    c = tf.AutoConfig.for_model(**cfg)
+    with torch.device("meta"):
+        return _split(_auto(c).from_config(c))
