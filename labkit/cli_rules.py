@@ -119,6 +119,7 @@ HF_KEYS = {
     "n_group": "experts", "topk_group": "experts",
     "num_experts_per_tok": "top",
     "rms_norm_eps": "norm_eps", "layer_norm_epsilon": "norm_eps",
+    "layer_norm_eps": "norm_eps", "sliding_window": "max_seq",
     "rope_theta": "rope_theta", "routed_scaling_factor": "routed_scaling",
 }
 

@@ -33,16 +33,17 @@ KNOWN = {
         qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=12,
         first_k_dense_replace=1, n_routed_experts=8, num_experts_per_tok=2,
         moe_intermediate_size=32, n_group=1, topk_group=1),
-}
-# Families the record does not read (issue: "half of today's models")
-UNKNOWN = {
+    # the block variants (labkit.predict.model.families)
     "gemma2": dict(SMALL, head_dim=16), "gemma3_text": dict(SMALL,
                                                           head_dim=16),
-    "phi3": SMALL, "phi": SMALL, "olmo2": SMALL,
+    "phi3": SMALL, "phi": dict(SMALL, qk_layernorm=True), "olmo2": SMALL,
+    "olmo3": SMALL,
     "gpt_oss": dict(SMALL, head_dim=16, num_local_experts=4,
                     num_experts_per_tok=2,
                     layer_types=["sliding_attention", "full_attention"]),
 }
+# Families the record does not read: measured all the same
+UNKNOWN = {"starcoder2": SMALL, "stablelm": SMALL}
 
 
 def _write(tmp_path, kind, kw):
@@ -81,17 +82,39 @@ def test_a_family_the_record_does_not_know(tmp_path, kind):
     assert got["activation_bytes"] > 0
 
 
-def test_a_multimodal_config_is_measured_on_its_language_model(tmp_path):
-    text = dict(SMALL, model_type="qwen2_5_vl_text",
-                rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]})
-    path, cfg = _write(tmp_path, "qwen2_5_vl", dict(
-        NOTOK, text_config=text, vision_config=dict(
-            depth=2, hidden_size=32, intermediate_size=64, num_heads=2,
-            out_hidden_size=64)))
-    got = measure_config(path, seq=SEQ, batch=1)
+VISION = dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2,
+              out_hidden_size=64)
+MULTIMODAL = {
+    "qwen2_5_vl": dict(NOTOK, vision_config=VISION, text_config=dict(
+        SMALL, model_type="qwen2_5_vl_text",
+        rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]})),
+    "qwen3_vl": dict(NOTOK, vision_config=dict(
+        VISION, deepstack_visual_indexes=[]), text_config=dict(
+        SMALL, model_type="qwen3_vl_text", head_dim=16,
+        rope_scaling={"rope_type": "default", "mrope_section": [2, 3, 3]})),
+    # Llama 3.2 Vision: cross-attention layers, skipped by a text-only step
+    "mllama": dict(text_config=dict(
+        SMALL, num_hidden_layers=4, cross_attention_layers=[1],
+        pad_token_id=0, bos_token_id=1, eos_token_id=2),
+        vision_config=dict(
+            hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+            num_global_layers=1, attention_heads=2, image_size=28,
+            patch_size=14, vision_output_dim=64,
+            intermediate_layers_indices=[0])),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(MULTIMODAL))
+def test_a_multimodal_config_is_measured_on_its_language_model(tmp_path,
+                                                               kind):
+    path, cfg = _write(tmp_path, kind, MULTIMODAL[kind])
+    got = measure_config(path, seq=SEQ, batch=2)
     whole = _meta_params(cfg, transformers.AutoModelForImageTextToText)
     assert got["params"] + got["other_params"] == whole
     assert 0 < got["other_params"] < whole and got["whole_model"]
+    a = hf_config.read(path)    # the record: the language model, named
+    assert a.multimodal == kind and total(a) == got["params"]
+    assert got["flops"] == arch_flops(a, batch=2, seq=SEQ)["model_flops"]
 
 
 def test_grouped_mm_counts_two_m_k_n():
@@ -100,7 +123,7 @@ def test_grouped_mm_counts_two_m_k_n():
 
 
 def test_cli_says_what_it_measured_and_refuses_in_one_line(tmp_path):
-    path, _ = _write(tmp_path, "olmo2", UNKNOWN["olmo2"])
+    path, _ = _write(tmp_path, "stablelm", UNKNOWN["stablelm"])
     r = subprocess.run([sys.executable, "-m", "labkit", "build",
                         "--hf-config", str(path), "--seq", "16"],
                        capture_output=True, text=True, cwd=ROOT, timeout=300)

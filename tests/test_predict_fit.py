@@ -125,3 +125,26 @@ def test_a_lab_model_dict_with_arch_reads_the_record():
             4, 64, 4, 256, 64, 2, recompute=rc)
     assert F.recompute_flop_ratio(llama, "selective") == 1.0
     assert F.recompute_flop_ratio(llama, "full") > 1.3
+
+
+def test_the_pick_as_the_whole_job_under_fsdp2():
+    """Chapter 12's verdict: the row's bytes are the ledger, FSDP2's
+    named terms and the activations; the whole job adds the runtime floor
+    (labkit.predict.memory.job), and the headroom is what is left."""
+    from labkit.predict.memory.floor import floor
+    g = F.GPU8
+    rows = F.plan(g["model"], g["world_size"], g["global_batch"],
+                  g["budget_bytes"], g["flops_per_s"],
+                  g["link_bytes_per_s"], precision="fsdp_bf16",
+                  device="cuda")
+    best = F.choose(rows)
+    j = F.job_verdict(g["model"], 8, best, g["budget_bytes"])
+    fl = j["floor"]["total"]
+    assert j["gpu_need"] - fl == pytest.approx(best["total"])
+    assert fl == pytest.approx(floor(8, allocated=best["total"])["total"])
+    assert j["headroom"] == pytest.approx(80e9 - j["gpu_need"])
+    assert j["fits"] and j["sentence"].startswith("fits with")
+    assert j["terms_gpu"] > 0
+    with pytest.raises(ValueError, match="FSDP2"):
+        F.job_verdict(g["model"], 8, [r for r in rows
+                                      if r["strategy"] == "ddp"][0], 80e9)

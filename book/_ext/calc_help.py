@@ -28,6 +28,10 @@ HELP = {
             "用 FSDP 分片策略代替 --stage",
         "ranks per shard group (hybrid_shard)":
             "每个分片组的 rank 数（hybrid_shard）",
+        "what the framework allocates beside the ledger: ledger (none), "
+        "deepspeed, fsdp2, fsdp1, megatron":
+            "框架在显存账之外分配的内存：ledger（无）、deepspeed、fsdp2、"
+            "fsdp1、megatron",
         "accumulate gradients in fp32 (mixed precision)":
             "以 fp32 累加梯度（混合精度）",
         "ddp|no_shard|zero1|zero2|shard_grad_op|zero3|full_shard|"

@@ -164,6 +164,11 @@ class Decoder(nn.Module):
     def __init__(self, a: Arch):
         super().__init__()
         a = record(a)
+        if a.extras:    # the record counts them; this block does not build
+            raise ValueError(
+                f"{a.name or 'this model'} has {', '.join(a.extras)}: the "
+                "course's decoder block does not build them (python -m "
+                "labkit build measures the model transformers builds)")
         self.arch = a
         self.embed = Embeddings(a)
         self.blocks = nn.ModuleList(Block(a, i) for i in range(a.layers))

@@ -245,6 +245,28 @@ def plan(model: dict, world_size: int, global_batch: int,
     return rows
 
 
+def job_verdict(model: dict, world_size: int, row: dict, gpu_mem: float,
+                **floor_kw) -> dict:
+    """The whole job of an FSDP2 row of :func:`plan` as ``labkit memory
+    --framework fsdp2`` prices it (:func:`labkit.predict.memory.job.job`):
+    the ledger, FSDP2's named terms (the unsharded and prefetched unit,
+    the unit's fp32 gradient: the row's transients), the activations and
+    the re-materialised block, and the runtime floor; its ``sentence``
+    says the headroom per GPU."""
+    from labkit.predict.memory.job import job
+    if row["strategy"] != "fsdp2_full":
+        raise ValueError("job_verdict prices FSDP2 rows")
+    m = _full(model)
+    big = max(sum(math.prod(s) for s in u) for u in _units(m))
+    units = 2 * 2 * big + 4 * big      # fsdp_bf16: 16-bit units
+    out = job(row["params"], world_size, "zero3", gpu_mem=gpu_mem,
+              framework="fsdp2", sizes={"largest_unit": big},
+              activations=row["activations"] + row["transient"] - units,
+              floor_kw=floor_kw or None)
+    out["terms_gpu"] = sum(t["gpu"] for t in out["framework"])
+    return out
+
+
 def choose(rows) -> dict:
     """The fitting configuration with the most predicted tokens/s (ties:
     the larger micro-batch, then no recompute before selective)."""

@@ -50,7 +50,7 @@ __all__ = ["block_saved", "saved", "total"]
 def _family(a) -> str:
     """``gpt`` (LayerNorm, GELU, learned positions: labkit.nn.model.GPT) or
     ``llama`` (RMSNorm, SwiGLU, RoPE: labkit.nn.decoder.Decoder)."""
-    if a.experts or a.qk_norm:
+    if a.experts or a.qk_norm or a.extras:
         raise ValueError("this ledger covers dense blocks without Q/K "
                          "norms (GPT or Llama-style)")
     if (a.mlp, a.norm, a.positions) == ("gelu", "layernorm", "learned"):

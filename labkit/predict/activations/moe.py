@@ -83,6 +83,8 @@ def _check(a, precision):
                          "0, no expert groups)")
     if a.shared_gate:
         raise ValueError("the shared expert's sigmoid gate is not covered")
+    if a.extras:
+        raise ValueError(f"not covered: {', '.join(a.extras)}")
 
 
 def _counts(a, kept):

@@ -30,8 +30,9 @@ both are priced through the record. Layouts are ranked by predicted step
 time; ``--all`` lists the infeasible ones with the reason. The command line
 is :mod:`labkit.predict.choosing.plan_cli`.
 
-The folder: ``cluster``, ``layout_cost``, ``plan_moe`` and the command
-line ``plan_cli``. Pure Python.
+The folder: ``cluster``, ``layout_cost`` (with ``framework_cost``: a
+layout under ``--framework``), ``plan_moe`` and the command line
+``plan_cli``. Pure Python.
 """
 from __future__ import annotations
 
@@ -184,6 +185,9 @@ def plan(m: Model, batch: int, c: Cluster, a: Assumptions | None = None,
                          "--micro-batch")
     for lay in layouts:
         lay.stage, lay.memory = memory(m, lay, a)
+        lay.ledger_total = lay.memory.pop("ledger_total",
+                                          lay.memory["total"])
+        lay.framework_error = lay.memory.pop("framework_error", "")
         lay.host_memory_per_node = lay.memory["cpu"] * node_gpus
         lay.time = step_time(m, lay, c, a)
         lay.step_s = lay.time["step"]
@@ -192,11 +196,18 @@ def plan(m: Model, batch: int, c: Cluster, a: Assumptions | None = None,
         hw = m.hardware_flops(batch, lay.recompute)
         lay.hw_tflops_per_gpu = hw / (lay.step_s * c.gpus) / 1e12
         short = lay.memory["total"] - c.spec.memory
-        if short > 0:
+        if lay.framework_error:
+            lay.feasible = False
+            lay.reason = lay.framework_error
+        elif short > 0:
             lay.feasible = False
             lay.reason = (f"needs {lay.memory['total'] / GB:.1f} GB per GPU,"
                           f" {short / GB:.1f} GB more than the "
                           f"{c.spec.memory / GB:.0f} GB of a {c.gpu}")
+            if lay.ledger_total <= c.spec.memory:
+                lay.reason += (f"; the ledger with --reserve-gb fits "
+                               f"({lay.ledger_total / GB:.1f} GB), not "
+                               f"{a.framework}'s terms and the floor")
         elif lay.host_memory_per_node > c.host_memory_gb * GB:
             lay.feasible = False
             lay.reason = (f"offload needs {lay.host_memory_per_node / GB:.0f}"
@@ -212,5 +223,6 @@ def plan(m: Model, batch: int, c: Cluster, a: Assumptions | None = None,
 
 def shortfall(layouts: list[Layout]) -> str:
     """What is short when nothing fits: the closest layout and its gap."""
-    best = min(layouts, key=lambda x: x.memory["total"])
+    runs = [x for x in layouts if not x.framework_error] or layouts
+    best = min(runs, key=lambda x: x.memory["total"])
     return f"no layout fits; the closest, {best.name()}, {best.reason}"

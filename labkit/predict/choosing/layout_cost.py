@@ -17,7 +17,10 @@ The formulas of chapters 1-6 only (no torch), used by
   layer's full activations while a layer is recomputed; buffers: the output
   layer's logits (Korthikanti Sec. 4.3, ``4 s b h / t (1 + V/h)``),
   ZeRO-3's two gathered layers, and ``reserve`` bytes (CUDA context, NCCL,
-  fragmentation: an assumption of this course, ``--reserve-gb``);
+  fragmentation: an assumption of this course, ``--reserve-gb``); with
+  ``--framework``, the framework's own terms and the runtime floor
+  instead of the gathered layers and the reserve
+  (:mod:`labkit.predict.choosing.framework_cost`);
 - time per step: hardware FLOPs (Narayanan et al. 2021, Eq. 3, with the
   recomputation) at ``efficiency`` x the dense bf16 peak, paced by the
   stage with the most layers; Megatron's TP collectives on the critical
@@ -63,6 +66,8 @@ class Assumptions:
     cpu_adam: float = 2e9      # parameters per second per GPU (offload)
     precision: str = "mixed"
     optimizer: str = "adam"
+    framework: str = "ledger"  # or deepspeed, fsdp2, fsdp1, megatron
+    gpus_per_node: int = 8
 
 
 @dataclass
@@ -88,6 +93,8 @@ class Layout:
     hw_tflops_per_gpu: float = 0.0
     feasible: bool = True
     reason: str = ""
+    ledger_total: float = 0.0  # the ledger's price (--framework: beside)
+    framework_error: str = ""  # the framework does not run this layout
 
     @property
     def strategy(self) -> str:
@@ -153,9 +160,19 @@ def stage_memory(m: Model, lay: Layout, a: Assumptions, stage: int) -> dict:
            "optimizer": led.optimizer_gpu, "activations": act,
            "logits": logits, "zero3_gather": gathered,
            "reserve": a.reserve_gb * GB}
+    extra = {}
+    if a.framework != "ledger":   # its own terms and the floor instead
+        from labkit.predict.choosing.framework_cost import real_terms
+        extra["ledger_total"] = sum(out.values())
+        out["zero3_gather"] = out["reserve"] = 0.0
+        real = real_terms(a.framework, rec, stage_params(m, t, parts, stage),
+                          lay, a.precision, sum(out.values()),
+                          a.gpus_per_node)
+        out["framework"], out["floor"] = real["framework"], real["floor"]
+        extra["framework_error"] = real["error"]
     out["total"] = sum(out.values())
     out["cpu"] = led.cpu_total
-    return out
+    return {**out, **extra}
 
 
 def stage_report(m: Model, lay: Layout, a: Assumptions) -> list[dict]:

@@ -7,6 +7,12 @@
     python -m labkit plan --preset llama3-70b --seq 8192 --gpus 64 \
         --gpu h100-80gb --batch 512
 
+``--framework deepspeed|fsdp2|fsdp1|megatron`` prices every layout with
+that framework's own terms and the runtime floor instead of the flat
+``--reserve-gb`` (:mod:`labkit.predict.choosing.framework_cost`): the fit
+test and GB/GPU use them, a headroom column shows what is left, and a
+layout the ledger alone would fit says so.
+
 A model is a GPT shape (``--layers --hidden --heads --seq --vocab``, or
 ``--params`` for a standard one) or an architecture record
 (``--hf-config`` / ``--preset``, with ``--seq``, default 4096): a dense
@@ -86,7 +92,14 @@ def add_arguments(p) -> None:
     p.add_argument("--efficiency", type=float, default=0.5,
                    help="matmul FLOP/s as a share of the dense peak")
     p.add_argument("--link-efficiency", type=float, default=0.8)
-    p.add_argument("--reserve-gb", type=float, default=2.0)
+    p.add_argument("--reserve-gb", type=float, default=2.0,
+                   help="flat GB per GPU for CUDA, NCCL and fragmentation "
+                   "(with --framework: the runtime floor instead)")
+    from labkit.predict.choosing.framework_cost import FRAMEWORKS
+    p.add_argument("--framework", choices=FRAMEWORKS, default="ledger",
+                   help="price each layout with this framework's own "
+                   "terms and the runtime floor (labkit memory "
+                   "--framework): the fit test and GB/GPU use them")
     p.add_argument("--top", type=int, default=10)
     p.add_argument("--all", action="store_true",
                    help="also list the infeasible layouts and why")
@@ -132,6 +145,10 @@ def model_from_args(args, rec=None):
 def main(args) -> int:
     rec = record_from_args(args)
     if rec is not None and rec.experts:
+        if args.framework != "ledger":
+            raise ValueError("--framework with a mixture of experts is not "
+                             "priced here: labkit memory --framework "
+                             "prices its states")
         from labkit.predict.choosing import plan_moe
         return plan_moe.main(args, rec)
     m = model_from_args(args, rec)
@@ -143,7 +160,9 @@ def main(args) -> int:
     if args.reserve_gb < 0 or args.top < 1:
         raise ValueError("--reserve-gb must be >= 0 and --top >= 1")
     a = Assumptions(args.efficiency, args.link_efficiency, args.reserve_gb,
-                    precision=args.precision, optimizer=args.optimizer)
+                    precision=args.precision, optimizer=args.optimizer,
+                    framework=args.framework,
+                    gpus_per_node=args.gpus_per_node)
     rec = RECOMPUTE if args.recompute == "any" else (args.recompute,)
     off = OFFLOADS if args.allow_offload else ("none",)
     lays = plan(m, args.batch, c, a, rec, off, tp=args.tp, pp=args.pp,
@@ -168,20 +187,27 @@ def main(args) -> int:
         print(f"{name}{m.params / 1e9:.1f} B parameters, batch {args.batch} x "
               f"{m.seq} tokens, {c.gpus} x {c.gpu} ({c.intra} / {c.inter}),"
               f" {len(ok)} of {len(lays)} layouts fit")
-        print(f"{'layout':60s} {'GB/GPU':>7s} {'step s':>8s} {'tok/s':>10s}"
-              f" {'MFU':>6s} {'TFLOP/s':>8s}")
+        real = a.framework != "ledger"
+        print(f"{'layout':60s} {'GB/GPU':>7s}"
+              + (f" {'headroom':>8s}" if real else "")
+              + f" {'step s':>8s} {'tok/s':>10s} {'MFU':>6s} {'TFLOP/s':>8s}")
         for x in shown:
+            room = (c.spec.memory - x.memory["total"]) / GB
             line = (f"{x.name():60s} {x.memory['total'] / GB:7.1f} "
-                    f"{x.step_s:8.3g} {x.tokens_per_s:10.4g} {x.mfu:6.1%} "
+                    + (f"{room:8.1f} " if real else "")
+                    + f"{x.step_s:8.3g} {x.tokens_per_s:10.4g} {x.mfu:6.1%} "
                     f"{x.hw_tflops_per_gpu:8.1f}")
             if x.offload != "none":
                 line += f"  host {x.host_memory_per_node / GB:.0f} GB/node"
             print(line + ("" if x.feasible else f"  NO: {x.reason}"))
+        held = (f"{a.framework}'s terms and the runtime floor (CUDA "
+                "context, NCCL buffers, cuBLAS, allocator slack) per GPU, "
+                "headroom = GB of the GPU less GB/GPU" if real else
+                f"{a.reserve_gb:g} GB reserved per GPU")
         print(f"assumed: matmuls at {a.efficiency:.0%} of "
               f"{_flops.peak_tflops(c.spec.peak):g} TFLOP/s, links at "
-              f"{a.link_efficiency:.0%} of peak, {a.reserve_gb:g} GB "
-              "reserved per GPU, 1F1B; DP overlapped without PP, exposed "
-              "with PP")
+              f"{a.link_efficiency:.0%} of peak, {held}, 1F1B; DP "
+              "overlapped without PP, exposed with PP")
     if not ok:
         print(shortfall(lays), file=sys.stderr)
         return 1

@@ -68,7 +68,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fp32-grads", action="store_true",
                    help="accumulate gradients in fp32 (mixed precision)")
     p.add_argument("--gpus-per-node", type=int, default=8)
-    p.add_argument("--framework", default="ledger",
+    from labkit.predict.memory.frameworks import FRAMEWORKS
+    p.add_argument("--framework", default="ledger", choices=FRAMEWORKS,
                    help="what the framework allocates beside the ledger: "
                         "ledger (none), deepspeed, fsdp2, fsdp1, megatron")
     p.add_argument("--host-mem", type=float, default=HOST_MEM_GB,

@@ -25,8 +25,10 @@ GB = 1e9
 def need(params: float, gpus: int, strategy: str, *,
          framework: str = "ledger", sizes: dict | None = None,
          gpus_per_node: int = 8, floor_kw: dict | None = None,
-         **kw) -> dict:
-    """Bytes one rank holds on its GPU and its share of the host."""
+         activations: float = 0.0, **kw) -> dict:
+    """Bytes one rank holds on its GPU and its share of the host;
+    ``activations``: what the step keeps on top of the states (0: the
+    states alone, "activations on top"), inside the allocator's slack."""
     led = ledger(params, gpus, strategy, **kw)
     terms = framework_terms(framework, ledger_strategy=strategy,
                             params=params, gpus=gpus,
@@ -35,7 +37,7 @@ def need(params: float, gpus: int, strategy: str, *,
                             precision=kw.get("precision", "mixed"),
                             **(sizes or {}))
     added = [t for t in terms if not t.bound]
-    gpu = led.gpu_total + sum(t.gpu for t in added)
+    gpu = led.gpu_total + sum(t.gpu for t in added) + activations
     cpu = led.cpu_total + sum(t.cpu for t in added)
     fl = floor(gpus, allocated=gpu, **(floor_kw or {}))
     return {"ledger": led, "terms": terms, "floor": fl,

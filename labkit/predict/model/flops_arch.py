@@ -40,6 +40,16 @@ def value_head_dim(a) -> int:
     return a.head_dim
 
 
+def attention_span(a, seq: int) -> int:
+    """Keys each query meets, summed over the layers: ``seq`` on a global
+    layer, ``min(seq, window)`` on a local one (sliding window: Mistral 7B,
+    Jiang et al. 2023, Sec. 2; Gemma 2's local layers). PaLM's ``L T``."""
+    local = len(getattr(a, "window_layers", ()))
+    w = getattr(a, "window", 0) or seq
+    cross = len(getattr(a, "cross_layers", ()))   # no images: skipped
+    return (a.layers - cross - local) * seq + local * min(seq, w)
+
+
 def arch_flops(a, batch: int, seq: int, recompute: str = "none") -> dict:
     """Model and hardware FLOPs of one iteration of the record ``a``.
 
@@ -48,9 +58,13 @@ def arch_flops(a, batch: int, seq: int, recompute: str = "none") -> dict:
     projections are ``kv_heads x head_dim`` wide, SwiGLU has three
     matrices, a mixture of experts counts the ``top_k`` experts a token
     visits. The attention core is ``H Q`` wide (query heads: GQA shares K
-    and V, not the scores), and MLA's ``A V`` ``H V`` wide. Recomputation as Narayanan et al. 2021, Eq. 3
-    and Korthikanti et al. 2022, Sec. 5: full runs every layer's forward
-    again (not the output layer), selective the attention core. For the
+    and V, not the scores), and MLA's ``A V`` ``H V`` wide; a local
+    layer (sliding window) meets ``min(seq, window)`` keys (PaLM counts
+    every key of a sequence, the causal half included: a local layer
+    counts its window the same way). Recomputation as Narayanan et al.
+    2021, Eq. 3 and Korthikanti et al. 2022, Sec. 5: full runs every
+    layer's forward again (not the output layer), selective the attention
+    core. For the
     GPT this equals :mod:`labkit.predict.model.flops`' closed forms.
     """
     from labkit.predict.model import params as P
@@ -59,10 +73,10 @@ def arch_flops(a, batch: int, seq: int, recompute: str = "none") -> dict:
         raise ValueError(f"unknown recompute {recompute!r}")
     mm = P.matmul_params(a)
     v = value_head_dim(a)
-    core = 2 * a.layers * a.heads * (a.head_dim + v) * seq  # per token, fwd
+    span = attention_span(a, seq)    # L T, a local layer's T its window
+    core = 2 * a.heads * (a.head_dim + v) * span  # per token, forward
     tokens = batch * seq
-    model = tokens * palm_flops_per_token(mm, a.layers, a.heads,
-                                          a.head_dim, seq, v)
+    model = tokens * (6 * mm + 3 * core)
     extra = {"none": 0, "selective": core,
              "full": 2 * (mm - a.vocab * a.hidden) + core}[recompute]
     return {"params": P.total(a), "matmul_params": mm, "tokens": tokens,

@@ -18,7 +18,16 @@ The keys and their meaning follow ``transformers``' own classes
 - qwen3: an RMSNorm of ``head_dim`` on every query and key head
   (``q_norm``, ``k_norm``), ``head_dim`` defaults to 128;
 - gpt2: ``n_layer``, ``n_embd``, ``n_head``, ``n_positions``, ``n_inner``
-  (default ``4 n_embd``), LayerNorms and biases everywhere, tied output.
+  (default ``4 n_embd``), LayerNorms and biases everywhere, tied output;
+- Gemma 2/3, Phi-3, Phi-1/2, OLMo 2/3 and gpt-oss: their block variants
+  (sandwich and post norms, parallel attention, q/k norms over all heads,
+  sinks, expert biases, sliding windows) are fields of the record, read by
+  :mod:`labkit.predict.model.families`; the experts' families by
+  :mod:`labkit.predict.model.hf_config_moe`;
+- an image-text config (Qwen2.5-VL, Qwen3-VL, Gemma 3, Llama 3.2
+  Vision): its
+  ``text_config``, the language model, named ``multimodal``; the vision
+  tower is not in the record (``python -m labkit build`` counts it).
 
 The shape keys (layers, width, heads, FFN width, vocabulary) have no
 default here: a config that lacks one is an error that names it, rather
@@ -76,18 +85,50 @@ def _read(source) -> Arch:
             raise ValueError(f"config.json has {key!r} (a mixture of "
                              "experts) but no 'num_experts_per_tok'")
     kind = cfg.get("model_type")
+    if isinstance(cfg.get("text_config"), dict):
+        return _language_model(cfg, source)
     from labkit.predict.model import (  # the MoE families live apart
-        hf_config_moe)
+        families, hf_config_moe)
     if kind in hf_config_moe.FAMILIES:
         return hf_config_moe.read(cfg, source)
+    if kind in families.FAMILIES:
+        return families.read(cfg, source)
     if kind not in FAMILIES:
-        raise ValueError(f"config.json: model_type {kind!r} is not "
-                         f"supported (supported: {', '.join(FAMILIES)}; "
-                         f"experts: {', '.join(hf_config_moe.FAMILIES)})")
+        raise ValueError(
+            f"config.json: model_type {kind!r} is not supported "
+            f"(supported: {', '.join(FAMILIES + families.FAMILIES)}; "
+            f"experts: {', '.join(hf_config_moe.FAMILIES)}; or a "
+            "text_config of one; 'python -m labkit build' measures any)")
     name = Path(source).stem if not isinstance(source, dict) else kind
     if kind == "gpt2":
         return _gpt2(cfg, name)
     return _llama_like(cfg, kind, name)
+
+
+# a multimodal config's language model: its text_config's model_type, read
+# as the family whose modelling file it reuses
+TEXT = {"qwen2_vl_text": "qwen2", "qwen2_5_vl_text": "qwen2",
+        "qwen3_vl_text": "qwen3", "gemma3_text": "gemma3_text",
+        "mllama_text_model": "mllama_text_model"}
+
+
+def _language_model(cfg: dict, source) -> Arch:
+    """The language model of an image-text config (``text_config``), the
+    vision tower left out and named (``multimodal``): Qwen2.5-VL, Qwen3-VL
+    and Gemma 3 reuse Qwen2's, Qwen3's and Gemma 3's decoder; Llama 3.2
+    Vision's is Llama 3's with cross-attention layers."""
+    kind = cfg.get("model_type")
+    text = dict(cfg["text_config"])
+    sub = text.get("model_type")
+    if sub not in TEXT:
+        raise ValueError(f"config.json: model_type {kind!r}: its "
+                         f"text_config's model_type {sub!r} is not "
+                         f"supported (supported: {', '.join(TEXT)})")
+    text["model_type"] = TEXT[sub]
+    if "tie_word_embeddings" not in text and "tie_word_embeddings" in cfg:
+        text["tie_word_embeddings"] = cfg["tie_word_embeddings"]
+    name = Path(source).stem if not isinstance(source, dict) else kind
+    return _read(text).with_(name=name, multimodal=kind)
 
 
 def _llama_like(cfg: dict, kind: str, name: str) -> Arch:
@@ -114,8 +155,14 @@ def _llama_like(cfg: dict, kind: str, name: str) -> Arch:
         raise ValueError(f"config.json: a {kind} config with {experts} "
                          "experts is not a family supported here "
                          f"(supported: {', '.join(FAMILIES)}, dense)")
+    from labkit.predict.model.families import window
+    qwen = kind in ("qwen2", "qwen3")
+    on = kind == "mistral" or (qwen and cfg.get("use_sliding_window") is True)
+    local = window(cfg if on else {}, layers,
+        lambda i: "sliding_attention" if not qwen or i >= cfg.get(
+            "max_window_layers", 0) else "full_attention")
     return Arch(
-        layers, hidden, heads, vocab, ffn=ffn, kv_heads=kv,
+        layers, hidden, heads, vocab, ffn=ffn, kv_heads=kv, **local,
         head_dim=head_dim, mlp="swiglu", norm="rmsnorm",
         qk_norm=kind == "qwen3", positions="rope",
         max_seq=_seq(cfg, "max_position_embeddings"),

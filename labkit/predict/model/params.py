@@ -44,7 +44,8 @@ def layer_tensors(a: A.Arch, i: int) -> list:
 def tensors(a: A.Arch) -> list:
     """Every weight of the model: ``(name, shape, component)``."""
     h = a.hidden
-    t = [("embed_tokens.weight", (a.vocab, h), "embedding")]
+    t = [("embed_tokens.weight", (a.vocab + a.embed_extra, h),
+          "embedding")]
     if a.positions == "learned":
         t.append(("embed_positions.weight", (a.max_seq, h), "embedding"))
     for i in range(a.layers):
@@ -53,6 +54,8 @@ def tensors(a: A.Arch) -> list:
         t += _norm("norm", h, a)
     if not a.tied:
         t.append(("lm_head.weight", (a.vocab, h), "head"))
+    if a.head_bias:     # Phi-1's output layer
+        t.append(("lm_head.bias", (a.vocab,), "head"))
     return t
 
 
@@ -71,8 +74,8 @@ def _count(a: A.Arch) -> dict:
     out["total"] = _sum(ts)
     idle = 0
     if a.experts:  # routed experts a token does not visit
-        one = _sum(_mlp("e", a.hidden, a.expert_ffn, a))
-        idle = a.moe_layers * (a.experts - a.top_k) * one
+        idle = a.moe_layers * (a.experts - a.top_k) * _sum(
+            T.expert("e", a))
     out["active"] = out["total"] - idle
     out["per_layer"] = _sum(layer_tensors(a, 0))
     out["tensors"] = len(ts)
@@ -88,14 +91,17 @@ def matmul_params(a: A.Arch) -> int:
     PaLM's 6N, Chowdhery et al. 2022, App. B): the layers' projection
     matrices (active experts only) and the output layer; embedding
     lookups, biases and norms do no matrix multiply."""
-    c = count(a)
-    per_layer = sum(numel(s) for n, s, part in layer_tensors(a, 0)
+    self_layer = next(i for i in range(a.layers) if i not in a.cross_layers)
+    per_layer = sum(numel(s) for n, s, part in layer_tensors(a, self_layer)
                     if part != "norms" and len(s) == 2)
-    dense = a.layers * per_layer
+    # a cross-attention layer is skipped by a text-only step (transformers'
+    # MllamaTextModel: no image states, no work)
+    dense = (a.layers - len(a.cross_layers)) * per_layer
     if a.experts:   # exact for the dense part; routed: top_k experts
         mm = sum(numel(s) for n, s, part in tensors(a)
                  if part in ("attention", "mlp") and len(s) == 2)
-        dense = mm - (c["total"] - c["active"])
+        one = sum(numel(s) for _, s, _ in T.expert("e", a) if len(s) == 2)
+        dense = mm - a.moe_layers * (a.experts - a.top_k) * one
     return dense + a.vocab * a.hidden
 
 
@@ -156,6 +162,9 @@ def main(args) -> int:
           f"{a.heads} heads ({a.kv_heads} KV, head_dim {a.head_dim}), "
           f"{a.mlp} {a.ffn}, vocab {a.vocab}, "
           f"{'tied' if a.tied else 'untied'}")
+    if a.multimodal:
+        print(f"the language model of {a.multimodal}: its vision tower is "
+              "not counted here (python -m labkit build counts it)")
     for k in (*COMPONENTS, "total", "active"):
         print(f"{k:10s}{c[k]:>18,}  ({c[k] / 1e9:.3f} B)")
     return 0

@@ -56,7 +56,7 @@ def moe_mlp(a, p: str) -> list:
     P, h = _p(), a.hidden
     t = P._linear(f"{p}.mlp.gate", h, a.experts, False, "mlp")
     for e in range(a.experts):
-        t += P._mlp(f"{p}.mlp.experts.{e}", h, a.expert_ffn, a)
+        t += P.expert(f"{p}.mlp.experts.{e}", a)
     if a.shared_experts:
         name = "shared_expert" if a.shared_gate else "shared_experts"
         t += P._mlp(f"{p}.mlp.{name}", h, a.shared_ffn, a)
@@ -85,7 +85,7 @@ def moe_counts(a) -> dict:
     """Per-token numbers the ledgers read: one expert, the routed and
     shared parts of one MoE layer, and the idle experts of the model."""
     P = _p()
-    one = P._sum(P._mlp("e", a.hidden, a.expert_ffn, a))
+    one = P._sum(P.expert("e", a))
     return dict(expert=one, routed_layer=a.experts * one,
                 active_routed_layer=a.top_k * one,
                 idle=a.moe_layers * (a.experts - a.top_k) * one)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
-MLPS = ("gelu", "swiglu")
+MLPS = ("gelu", "swiglu", "geglu")   # geglu: gated, GELU gate (Gemma)
 NORMS = ("layernorm", "rmsnorm")
 POSITIONS = ("learned", "rope")
 
@@ -54,6 +54,23 @@ class Arch:
     qk_rope_head_dim: int = 0
     qk_nope_head_dim: int = 0
     v_head_dim: int = 0
+    # the block's variants (labkit.predict.model.families explains each)
+    pre_norms: bool = True       # a norm before attention and before MLP
+    post_norms: bool = False     # a norm on each branch's output (Gemma 2)
+    parallel: bool = False       # attention and MLP read one norm (Phi-1)
+    qk_norm_full: bool = False   # q/k norm over all heads at once (OLMo 2)
+    mlp_fused: bool = False      # gate and up as one Linear (Phi-3)
+    head_bias: bool = False      # the output layer's bias (Phi-1)
+    sinks: bool = False          # one learned logit per head (gpt-oss)
+    expert_bias: bool = False    # router and experts' biases (gpt-oss)
+    window: int = 0              # sliding window of the local layers
+    window_layers: tuple = ()    # which layers are local
+    rotary_fraction: float = 1.0  # of head_dim that RoPE turns (Phi-1)
+    attn_softcap: float = 0.0    # tanh cap on scores (Gemma 2): no bytes
+    logit_softcap: float = 0.0   # ... on the output logits
+    multimodal: str = ""         # the whole model's type (this: its LM)
+    cross_layers: tuple = ()     # gated cross-attention (Llama 3.2 Vision)
+    embed_extra: int = 0         # embedding rows beyond the vocabulary
 
     def __post_init__(self):
         ints = ("layers", "hidden", "heads", "vocab", "ffn", "kv_heads",
@@ -94,6 +111,7 @@ class Arch:
                 raise ValueError("first_dense_layers > layers")
         from labkit.predict.model.arch_moe import check   # the MoE/MLA fields
         check(self)
+        check_block(self)
 
     # -- derived sizes -----------------------------------------------------
     @property
@@ -109,6 +127,20 @@ class Arch:
         return self.heads // self.kv_heads
 
     @property
+    def gated(self) -> bool:     # SwiGLU or GeGLU: gate, up and down
+        return self.mlp != "gelu"
+
+    @property
+    def block_norms(self) -> int:  # norms of width hidden in one block
+        return 1 if self.parallel else 2 * (self.pre_norms + self.post_norms)
+
+    @property
+    def extras(self) -> tuple:
+        """The variants set that the course's GPT and Llama blocks (and
+        the ledgers built on them) do not have."""
+        return extras(self)
+
+    @property
     def moe_layers(self) -> int:
         return self.layers - self.first_dense_layers if self.experts else 0
 
@@ -118,3 +150,63 @@ class Arch:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+
+def check_block(a) -> None:
+    """The block variants' checks (:mod:`labkit.predict.model.families`
+    says what each field means)."""
+    for k in ("pre_norms", "post_norms", "parallel", "qk_norm_full",
+              "mlp_fused", "head_bias", "sinks", "expert_bias"):
+        if not isinstance(getattr(a, k), bool):
+            raise ValueError(f"{k} must be true or false, got "
+                             f"{getattr(a, k)!r}")
+    if not a.pre_norms and not a.post_norms:
+        raise ValueError("a block needs pre_norms or post_norms")
+    if a.parallel and (a.post_norms or not a.pre_norms):
+        raise ValueError("parallel attention + MLP has one pre-norm and no "
+                         "post_norms")
+    if a.qk_norm_full and not a.qk_norm:
+        raise ValueError("qk_norm_full needs qk_norm")
+    if a.expert_bias and not a.experts:
+        raise ValueError("expert_bias needs experts")
+    w = a.window
+    if not isinstance(w, int) or isinstance(w, bool) or w < 0:
+        raise ValueError(f"window must be an integer >= 0, got {w!r}")
+    layers = a.window_layers
+    if not isinstance(layers, tuple) or bool(w) != bool(layers) or any(
+            not isinstance(i, int) or not 0 <= i < a.layers for i in layers):
+        raise ValueError("window_layers: a tuple of layer indices, "
+                         "non-empty exactly when window > 0")
+    cross = a.cross_layers
+    if not isinstance(cross, tuple) or any(
+            not isinstance(i, int) or not 0 <= i < a.layers
+            or i in a.window_layers for i in cross) or len(set(cross)) \
+            != len(cross) or (cross and (a.experts or a.parallel
+                                         or len(cross) >= a.layers)):
+        raise ValueError("cross_layers: distinct dense layer indices, none "
+                         "of them local (window_layers)")
+    e = a.embed_extra
+    if not isinstance(e, int) or isinstance(e, bool) or e < 0:
+        raise ValueError(f"embed_extra must be an integer >= 0, got {e!r}")
+    for k in ("attn_softcap", "logit_softcap"):
+        v = getattr(a, k)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+            raise ValueError(f"{k} must be a number >= 0 (0: none), got "
+                             f"{v!r}")
+    if not 0 < a.rotary_fraction <= 1:
+        raise ValueError(f"rotary_fraction must be in (0, 1], got "
+                         f"{a.rotary_fraction!r}")
+
+
+def extras(a) -> tuple:
+    """The variants ``a`` has that the Llama-style block does not."""
+    out = [k for k in ("post_norms", "parallel", "qk_norm_full",
+                       "head_bias", "sinks", "expert_bias")
+           if getattr(a, k)]
+    if not a.pre_norms:
+        out.append("no pre_norms")
+    if a.mlp == "geglu":
+        out.append("geglu")
+    if a.cross_layers:
+        out.append("cross_layers")
+    return tuple(out)   # a window changes FLOPs past it, not the block

@@ -87,7 +87,7 @@ def embedding_params(a, tp: int = 1) -> float:
     """The first stage's extra: the vocabulary-parallel word embedding
     (``V h / t``) and, for learned positions, their table (``s h``)."""
     pos = a.max_seq * a.hidden if a.positions == "learned" else 0
-    return a.vocab * a.hidden / tp + pos
+    return (a.vocab + a.embed_extra) * a.hidden / tp + pos
 
 
 def head_params(a, tp: int = 1) -> float:
@@ -96,7 +96,7 @@ def head_params(a, tp: int = 1) -> float:
     Megatron-LM's copy of the embedding on the last stage), and the final
     norm (replicated)."""
     norm = a.hidden * (2 if a.norm == "layernorm" else 1) * a.final_norm
-    return a.vocab * a.hidden / tp + norm
+    return a.vocab * (a.hidden + a.head_bias) / tp + norm
 
 
 def end_params(a, tp: int, stages: int, stage: int) -> float:

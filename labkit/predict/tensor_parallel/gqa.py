@@ -52,12 +52,17 @@ def layer_params(a, tp: int = 1) -> dict:
     kv_w = split["kv_heads_per_rank"] * d
     kv = 2 * (h * kv_w + kv_w * a.qkv_bias)
     o = (a.heads // tp) * d * h
-    mats = 3 if a.mlp == "swiglu" else 2
+    mats = 3 if a.gated else 2
     mlp = mats * h * ffn // tp + (mats - 1) * ffn // tp * a.mlp_bias
-    norm = h * (2 if a.norm == "layernorm" else 1)
-    replicated = (2 * norm + h * a.out_bias + h * a.mlp_bias
-                  + 2 * d * a.qk_norm)
-    sharded = q + kv + o + mlp
+    per = 2 if a.norm == "layernorm" else 1    # weight (and bias)
+    norm = h * per
+    qk = per * a.qk_norm * (0 if a.qk_norm_full else 2 * d)
+    replicated = (a.block_norms * norm + h * a.out_bias + h * a.mlp_bias
+                  + qk)
+    # q/k norms over all heads (OLMo 2) and sinks split with the heads
+    sharded = q + kv + o + mlp + (
+        per * (a.heads // tp * d + split["kv_heads_per_rank"] * d)
+        * a.qk_norm_full) + a.heads // tp * a.sinks
     fair = 2 * (h * a.kv_dim + a.kv_dim * a.qkv_bias) / tp
     return {"sharded": sharded, "replicated": replicated,
             "total": sharded + replicated, **split,
