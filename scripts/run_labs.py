@@ -129,9 +129,9 @@ def plan(profile_name: str, profile: dict, chosen: list[str],
               "nothing was run)")
     else:
         t = labtime.M.measured()
-        print(f"(minutes; every part priced by this machine's constants, "
-              f"measured by scripts/bench_labtime.py at "
-              f"{t['finished']} on {t['cores']} cores; "
+        print(f"(minutes; every part priced by the constants "
+              f"scripts/bench_labtime.py measured at {t['finished']} on "
+              f"{t['cores']} cores (run it on your machine for its own); "
               "nothing was run)")
     return est
 
