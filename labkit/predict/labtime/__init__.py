@@ -11,8 +11,10 @@ purpose; each launch's work -- every training run's build and wrap, its
 steps at the step time of :func:`labkit.predict.roofline.step_time` on
 the profile's device (this CPU's measured peak and bandwidth; the H100's
 data sheet for the gpu profiles) and the communication the step does not
-hide; compiles (Inductor, DeepSpeed's ops); planted waits; and the
-kernel's own work (model builds, lab 16's measurements).
+hide; compiles (Inductor, DeepSpeed's ops); planted waits; checkpoint
+writes at the disk's rate (on a GPU node; the CPU profile's few MB are
+nothing); and the kernel's own work (model builds, lab 16's
+measurements).
 
 The prices (:mod:`.machine`): on the CPU profile every one measured on
 this machine by ``scripts/bench_labtime.py`` (``cpu.json``); on a GPU
@@ -160,6 +162,9 @@ def gpu_estimate(name: str, section: dict, ops: int = 0) -> Estimate:
         if w.roofline:
             run += roofline_work(w.roofline, peak * M.MATMUL_EFFICIENCY[
                 end], peak * M.MATMUL_EFFICIENCY[end], bw)
+        if w.checkpoints and w.shape:   # fp32 weights and Adam's m, v
+            run += w.checkpoints * 12 * lab_params(w.shape) / \
+                M.DISK_BYTES_S[end]
         out[end] = {"start-up": start, "work": run, "compile": comp,
                     "waits": wait}
     return Estimate(name, len(w.launches), _runs(w),

@@ -37,6 +37,7 @@ class Work:
     builds: int = 0            # model builds + one step in the kernel
     subprocesses: int = 0      # ``python -m labkit ...`` from a cell
     shape: dict | None = None  # the trained model (layers, hidden, ...)
+    checkpoints: int = 0       # full checkpoints written (weights, Adam)
     roofline: dict | None = None   # lab 16's section: its measurements
 
 
@@ -134,11 +135,16 @@ def profiling(p):
 def checkpoint(p):
     ws = p.get("world_size", 4)
     # killed once and resumed (max_restarts 1), with its reference run;
-    # the reshard; the planted hang, ended by its own timeout
+    # the reshard; the planted hang, ended by its own timeout. Both runs
+    # save every ``every`` steps; the resumed one from the last before
+    # the kill.
+    steps, every = p.get("steps", 6), max(1, p.get("every", 2))
+    saves = 2 * (steps // every) - p.get("kill_step", 0) // every
     return Work([Launch(ws, 2, restarts=1, steps=p.get("steps", 6)),
                  Launch(p.get("reshard_world_size", 2), 1),
                  Launch(p.get("hang_world_size", 2),
-                        wait_s=p.get("hang_timeout_s", 3.0))])
+                        wait_s=p.get("hang_timeout_s", 3.0))],
+                checkpoints=saves)
 
 
 def colossalai(p):

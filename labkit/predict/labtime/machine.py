@@ -57,6 +57,9 @@ MATMUL_EFFICIENCY = (0.6, 0.3)
 """Fraction of the dense bf16 peak a lab's matmuls and attention reach:
 an assumption around the 44-52 % of peak Narayanan et al. 2021 (Table 1)
 report for GPT training on A100s."""
+DISK_BYTES_S = (2e9, 0.5e9)
+"""A node's local disk writing a checkpoint, bytes/s: an assumption
+(NVMe SSDs write 2-7 GB/s; a network volume far less)."""
 SETUP_S = (8 * 60.0, 25 * 60.0)
 """The node's set-up, ``scripts/node_setup.sh``: system packages, two
 virtual environments (``.venv`` with torch's CUDA wheels, some 3-4 GB
