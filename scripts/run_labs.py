@@ -85,32 +85,54 @@ def discover(labs: Path = LABS) -> dict[str, Path]:
     return {lab_name(p): p for p in sorted(labs.glob("[0-9]*_*.ipynb"))}
 
 
+def _span(lo: float, hi: float, fmt: str = "{:.1f}") -> str:
+    return fmt.format(lo) if abs(hi - lo) < 1e-9 else \
+        f"{fmt.format(lo)}-{fmt.format(hi)}"
+
+
 def plan(profile_name: str, profile: dict, chosen: list[str],
          price_per_hour: float | None) -> dict[str, labtime.Estimate]:
-    """Print the estimated minutes and cost of each lab; start nothing."""
+    """Print each lab's estimated minutes (a low-high range on a GPU
+    profile), the node's set-up and the cost; start nothing."""
     gpu = profile_name != "cpu"
     est = labtime.plan(profile, gpu, chosen)
     price = f"cost (${price_per_hour:g}/h)" if price_per_hour is not None \
         else "cost"
-    print(f"{'lab':20s} {'launches':>8s} {'compute':>8s} {'comm':>6s} "
-          f"{'start-up':>8s} {'compile':>7s} {'minutes':>8s} {price:>16s}")
+
+    def dollars(lo, hi):
+        c = labtime.cost(lo / 60, price_per_hour)
+        return "" if c is None else "$" + _span(
+            c, labtime.cost(hi / 60, price_per_hour), "{:,.2f}")
+
+    print(f"{'lab':18s} {'launches':>8s} {'runs':>5s} "
+          + " ".join(f"{k:>11s}" for k in labtime.PARTS)
+          + f" {'minutes':>11s} {price:>17s}")
     for n, e in est.items():
-        c = labtime.cost(e.minutes, price_per_hour)
-        print(f"{n:20s} {e.launches:8d} {e.compute_s / 60:8.2f} "
-              f"{e.comm_s / 60:6.2f} {e.startup_s / 60:8.2f} "
-              f"{e.compile_s / 60:7.2f} {e.minutes:8.2f} "
-              f"{'' if c is None else f'${c:,.2f}':>16s}")
-    total = sum(e.minutes for e in est.values())
-    c = labtime.cost(total, price_per_hour)
-    print(f"{'total':20s} {'':8s} {'':8s} {'':6s} {'':8s} {'':7s} "
-          f"{total:8.2f} {'' if c is None else f'${c:,.2f}':>16s}")
-    print(f"(minutes; compute at MFU {labtime.MFU:.0%} of {labtime.GPU} bf16 "
-          f"peak, start-up {labtime.LAUNCH_S if gpu else labtime.LAUNCH_S_CPU:g}"
-          f" s per launch assumed, DeepSpeed op compile "
-          f"{labtime.OP_COMPILE_S:g} s per op measured once"
-          + ("" if gpu else f"; on CPU only start-up is modelled, the "
-             f"budget is {BUDGET_S['cpu']:g} s per lab")
-          + "; nothing was run)")
+        print(f"{n:18s} {e.launches:8d} {e.runs:5d} " + " ".join(
+            f"{_span(lo / 60, hi / 60, '{:.2f}'):>11s}"
+            for lo, hi in e.parts.values())
+            + f" {_span(e.low / 60, e.high / 60):>11s} "
+            f"{dollars(e.low, e.high):>17s}")
+    lo, hi = labtime.setup(gpu)
+    if hi:
+        print(f"{'node set-up':18s} {'':>8s} {'':>5s} " + " " * 48
+              + f"{_span(lo / 60, hi / 60):>11s} {dollars(lo, hi):>17s}")
+    lo += sum(e.low for e in est.values())
+    hi += sum(e.high for e in est.values())
+    print(f"{'total':18s} {'':>8s} {'':>5s} " + " " * 48
+          + f"{_span(lo / 60, hi / 60):>11s} {dollars(lo, hi):>17s}")
+    if gpu:
+        print(f"(minutes, low-high: the named defaults of "
+              f"labkit.predict.labtime.machine at both ends; steps at "
+              f"step_time on the {labtime.M.GPU} data sheet; largest "
+              f"uncertainty: {labtime.largest_uncertainty(est, gpu)}; "
+              "nothing was run)")
+    else:
+        t = labtime.M.measured()
+        print(f"(minutes; every part priced by the constants "
+              f"scripts/bench_labtime.py measured at {t['finished']} on "
+              f"{t['cores']} cores (run it on your machine for its own); "
+              "nothing was run)")
     return est
 
 

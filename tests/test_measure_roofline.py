@@ -12,6 +12,8 @@ def test_rates_are_positive_and_finite():
     assert 0 < M.matmul_rate(64, "fp32", repeats=2) < 1e15
     assert 0 < M.matmul_rate(32, "bf16", repeats=2, k=16, n=8) < 1e15
     assert 0 < M.stream_rate(1 << 12, repeats=2) < 1e14
+    # a call's fixed cost: microseconds, not nothing and not a step
+    assert 1e-8 < M.call_overhead(calls=700, repeats=2) < 1e-3
 
 
 def test_every_predicted_op_is_measured_by_name():
@@ -25,6 +27,10 @@ def test_every_predicted_op_is_measured_by_name():
     assert set(got["ops"]) == names
     assert all(v > 0 for v in got["ops"].values())
     assert sum(got["ops"].values()) <= got["profiled_s"] * 1.05
+    # this process's CPU time of the step: at most its threads' share of
+    # the wall (plus a clock tick)
+    assert 0 < got["step_cpu_s"] <= \
+        got["step_s"] * (torch.get_num_threads() + 1) + 0.01
 
 
 def test_matmuls_are_told_apart_by_their_widths():

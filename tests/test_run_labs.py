@@ -105,15 +105,20 @@ def test_plan_prints_every_lab_and_runs_nothing(monkeypatch, capsys):
     assert psutil.Process().children(recursive=True) == before
     out = capsys.readouterr().out.splitlines()
     rows = {line.split()[0]: line.split() for line in out if line.split()}
-    for name in [*LABS, "total"]:
+
+    def span(text):          # "1.2-3.4" (a GPU plan's range), "$0.5-1.4"
+        return [float(x) for x in text.lstrip("$").replace(",", "")
+                .split("-")]
+    for name in [*LABS, "node", "total"]:
         assert name in rows, name
-        minutes, cost = float(rows[name][-2]), rows[name][-1]
-        assert minutes > 0 and cost.startswith("$")
-    total = sum(float(rows[n][-2]) for n in LABS)
-    assert float(rows["total"][-2]) == pytest.approx(total, abs=0.02)
-    assert float(rows["total"][-1][1:].replace(",", "")) == pytest.approx(
-        float(rows["total"][-2]) / 60 * 24, abs=0.02)
-    assert "nothing was run" in out[-1]
+        (lo, hi), cost = span(rows[name][-2]), span(rows[name][-1])
+        assert 0 < lo < hi and cost[0] < cost[1]
+    for end in (0, 1):     # the total: the labs and the node's set-up
+        total = sum(span(rows[n][-2])[end] for n in [*LABS, "node"])
+        assert span(rows["total"][-2])[end] == pytest.approx(total, abs=1.0)
+        assert span(rows["total"][-1])[end] == pytest.approx(
+            span(rows["total"][-2])[end] / 60 * 24, abs=0.05)
+    assert "nothing was run" in out[-1] and "largest uncertainty" in out[-1]
 
 
 def test_failing_preflight_stops_the_run(monkeypatch, capsys):

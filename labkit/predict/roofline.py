@@ -98,6 +98,7 @@ class Op:
     flops: float
     nbytes: float
     count: int = 1
+    calls: int = 0     # framework calls per step, each at a fixed cost
 
     @property
     def intensity(self) -> float:
@@ -113,7 +114,13 @@ def matmul(m: int, k: int, n: int, e: int = 4) -> tuple[float, float]:
 def _linear(name, tokens, d_in, d_out, e, count):
     # forward, input gradient, weight gradient: three matmuls of one cost
     f, b = matmul(tokens, d_in, d_out, e)
-    return Op(name, "matmul", f, b, 3 * count)
+    return Op(name, "matmul", f, b, 3 * count, 3 * count)
+
+
+# torch.optim.AdamW on CPU tensors (torch/optim/adam.py,
+# _single_tensor_adam): per parameter tensor step += 1, the decay's mul_,
+# lerp_, mul_, addcmul_, the step's item(), sqrt, div, add_, addcdiv_
+ADAMW_CALLS = 10
 
 
 def step_ops(batch: int, seq: int, layers: int, hidden: int, heads: int,
@@ -128,43 +135,53 @@ def step_ops(batch: int, seq: int, layers: int, hidden: int, heads: int,
     ce = 4   # the loss is taken in fp32 (labkit.nn.decoder: logits.float())
     # attention core, scaled_dot_product_attention: Q K^T and P V, 4 b s^2 h
     # forward (Narayanan et al. 2021, Sec. 5.1, no causal halving); the
-    # backward does twice the forward's FLOPs; bytes: q, k, v, out forward,
-    # and those plus their gradients backward
+    # backward does twice the forward's FLOPs and, being flash attention
+    # (the CPU's and CUDA's fused kernels), recomputes S = Q K^T from the
+    # saved log-sum-exp first: 2 b s^2 h more (Dao 2023, FlashAttention-2,
+    # Algorithm 2, line 11), 3.5 forwards in all; bytes: q, k, v, out
+    # forward, and those plus their gradients backward
     attn_f = 4.0 * batch * seq * seq * h
+    tensors = 12 * layers + 5   # 12 a block (6 weights, 6 biases), wte,
+    #                             wpe, the final norm's 2, the head
     return [
         _linear("qkv matmul", t, h, 3 * h, e, layers),
         _linear("attention out matmul", t, h, h, e, layers),
         _linear("mlp matmuls", t, h, f, e, 2 * layers),
         _linear("head matmul", t, h, v, e, 1),
-        Op("attention core", "attention", 3 * attn_f,
-           float(e * t * h * (4 + 8)), layers),
+        Op("attention core", "attention", 3.5 * attn_f,
+           float(e * t * h * (4 + 8)), layers, 2 * layers),
         # read x, write y forward; read x, dy, write dx backward (+ stats)
         Op("layernorm", "norm", 8.0 * t * h, float(e * t * h * 5),
-           2 * layers + 1),
+           2 * layers + 1, 2 * (2 * layers + 1)),
         Op("gelu", "elementwise", 10.0 * t * f, float(e * t * f * 5),
-           layers),
+           layers, 2 * layers),
         # x + f(x) forward; the two gradients summed backward; bias grads
         Op("residual & bias", "elementwise", 2.0 * t * h,
-           float(e * t * h * 6), 2 * layers),
+           float(e * t * h * 6), 2 * layers, 2 * 2 * layers),
         # log-softmax and NLL on fp32 logits: read, write; backward 3 passes
         Op("cross-entropy", "elementwise", 5.0 * t * v,
-           float(ce * t * v * 5), 1),
+           float(ce * t * v * 5), 1, 4),
         # gather t rows forward; backward zeroes V h and scatter-adds t rows
         Op("embedding", "elementwise", float(t * h),
-           float(e * (4 * t * h + (v + seq) * h)), 1),
+           float(e * (4 * t * h + (v + seq) * h)), 1, 4),
         # AdamW: read p, g, m, v, write p, m, v (states in the model's
-        # dtype, as torch.optim keeps them), ~15 FLOPs a value
-        Op("adamw", "optimizer", 15.0 * psi, 7.0 * e * psi, 1),
+        # dtype, as torch.optim keeps them), ~15 FLOPs a value; its
+        # temporaries (sqrt, div) are one tensor's size and stay in cache
+        Op("adamw", "optimizer", 15.0 * psi, 7.0 * e * psi, 1,
+           ADAMW_CALLS * tensors),
     ]
 
 
 def predict(ops: list[Op], peak: float, bandwidth: float,
-            efficiency: dict | None = None) -> dict:
+            efficiency: dict | None = None, call_s: float = 0.0) -> dict:
     """Each op's time on the roofline, and the step's (their sum).
 
     ``efficiency``: ``{op name or kind: fraction}`` of the peak an op
     reaches where it was measured (a calibrated roofline); ops absent
-    from it use the roofline as it is."""
+    from it use the roofline as it is. ``call_s``: the fixed cost of one
+    framework call (Python, the dispatcher, autograd's bookkeeping),
+    measured once (:func:`labkit.measure.roofline.call_overhead`): each
+    op pays it ``calls`` times a step, on top of its roofline time."""
     eff = efficiency or {}
     rows = []
     for o in ops:
@@ -175,7 +192,8 @@ def predict(ops: list[Op], peak: float, bandwidth: float,
                      "bytes": o.nbytes * o.count,
                      "intensity": o.intensity,
                      "bound": bound(o.flops, o.nbytes, p, bandwidth),
-                     "seconds": one * o.count})
+                     "overhead_s": o.calls * call_s,
+                     "seconds": one * o.count + o.calls * call_s})
     return {"ops": rows, "step_s": sum(r["seconds"] for r in rows)}
 
 
@@ -252,8 +270,8 @@ def expert_time(tokens: float, hidden: int, expert_ffn: int, peak: float,
 
 
 def step_time(ops: list[Op], peak: float, bandwidth: float,
-              comm: dict | None = None, efficiency: dict | None = None
-              ) -> dict:
+              comm: dict | None = None, efficiency: dict | None = None,
+              call_s: float = 0.0) -> dict:
     """The step-time model: compute per op from :func:`predict`, plus the
     communication compute does not hide.
 
@@ -262,7 +280,7 @@ def step_time(ops: list[Op], peak: float, bandwidth: float,
     under the forward (a third of the non-optimizer compute), backward
     comm under the backward (two thirds); the optimizer phase hides
     nothing (the overlap rules of :func:`sharding_time.overlap`)."""
-    p = predict(ops, peak, bandwidth, efficiency)
+    p = predict(ops, peak, bandwidth, efficiency, call_s)
     opt = sum(r["seconds"] for r in p["ops"] if r["kind"] == "optimizer")
     work = p["step_s"] - opt
     hide = {"forward": work / 3, "backward": 2 * work / 3, "step": 0.0}
@@ -270,7 +288,9 @@ def step_time(ops: list[Op], peak: float, bandwidth: float,
     exposed = {k: max(0.0, comm[k] - hide[k]) for k in hide}
     return {"compute_s": p["step_s"], "comm_s": sum(comm.values()),
             "exposed_s": sum(exposed.values()),
-            "step_s": p["step_s"] + sum(exposed.values()), "ops": p["ops"]}
+            "step_s": p["step_s"] + sum(exposed.values()), "ops": p["ops"],
+            "by_phase": {k: {"compute_s": hide[k], "comm_s": comm[k],
+                             "exposed_s": exposed[k]} for k in hide}}
 
 
 def _ranks(n):

@@ -254,6 +254,15 @@ def comm_compute(micro_batch: int, seq: int, hidden: int, tp: int,
     for op, b in payload.items():
         n = _calls(op, sequence_parallel)
         comm += n * _coll.collective_time(op, b / n, tp, link, efficiency)
-    compute = layer_flops(micro_batch, seq, hidden) / tp / (tflops * 1e12)
+    # the course's one step-time model: the layer's matmuls on the
+    # roofline at the achieved rate, each of 3 passes reading the shard's
+    # weights once from an A100's HBM (a token's 6 FLOPs per weight)
+    from labkit.predict import roofline as R
+    weights = layer_flops(1, 1, hidden) / 6
+    layer = R.Op("layer matmuls", "matmul",
+                 layer_flops(micro_batch, seq, hidden) / tp,
+                 3.0 * bytes_per_element * weights / tp)
+    compute = R.step_time([layer], tflops * 1e12, R.chip("a100")[1]
+                          )["compute_s"]
     return {"comm_s": comm, "compute_s": compute,
             "ratio": comm / compute, "link": link}

@@ -1,0 +1,291 @@
+"""The run plan's CPU constants, measured, and each lab's measured time:
+the table ``labkit.predict.labtime`` reads and its test holds it to.
+
+    python scripts/bench_labtime.py                      # constants + labs
+    python scripts/bench_labtime.py --from _build/labs/cpu   # labs' run.json
+    python scripts/bench_labtime.py --constants-only     # keep the labs
+
+What a lab on the CPU profile spends its time on is start-up and a few
+framework calls, not FLOPs, so the plan (``labkit.predict.labtime``) is
+built from parts measured here, each once, the way a lab meets them:
+
+* ``import_s``: ``python -c 'import torch'`` (a rank's interpreter);
+* ``kernel_s``: papermill executing a notebook whose one cell imports
+  what every lab imports (a Jupyter kernel, torch, pandas, matplotlib,
+  ``labkit.lab``, ``labkit.launch``);
+* ``launch_s``: ``labkit.launch.launch`` of ``labkit.runs.tools.selftest``
+  on 2 and on 4 gloo ranks (torchrun, its guard, the ranks' imports,
+  rendezvous, one all-reduce): a launch that does nothing;
+* ``run_s`` and ``deepspeed_run_s``: what one training run inside a
+  launch costs (build, wrap, a few steps, the counting): lab 4's
+  ``run_fsdp`` (FSDP2, both strategies) and ``run_deepspeed`` (ZeRO 1, 2
+  and 3) of ``labkit.runs.zero`` in this process as a 1-rank gloo group,
+  at the CPU profile's model: their CPU time, times ``slowdown`` (the
+  difference of two launches' walls was too noisy on a shared machine);
+* ``build_s``: in the kernel, the CPU model built and one training step
+  (what a reference run or a ledger's measurement costs a cell);
+* ``compile_s``: a launch of ``labkit.runs.compile`` at lab 12's CPU
+  parameters (Inductor, the checkout's compile cache as the labs find it);
+* ``colossalai_import_s``: ``import colossalai`` in ``.venv-colossalai``;
+* ``slowdown``: wall over CPU seconds of a one-thread matmul loop run
+  for a few seconds: the share of a core a process gets on this machine
+  at the time (1 on an idle machine); the plan's terms that come from
+  the roofline (CPU time) are multiplied by it, the measured ones
+  (wall times) already carry it;
+* ``peak_flops`` / ``bandwidth``: one core's fp32 matmul rate and
+  streaming bandwidth (``labkit.measure.roofline``), for the steps the
+  labs run (``labkit.predict.roofline.step_time``), and ``bf16_flops``.
+
+Beside them, lab 16's step (:func:`roofline_step`): its predicted time
+on this core's measured roofline against the process's CPU time of the
+step, the issue's target being within 30 %.
+
+The labs' times come from one run of ``scripts/run_labs.py --profile
+cpu`` (``--from``: its ``run.json`` files) or are run here, one lab at a
+time. Everything is written, with the machine's cores and load average
+before and after, to ``labkit/predict/labtime/cpu.json``: a shared
+machine's speed varies between hours, so the constants and the labs are
+measured in one sitting, and the table says when.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT))
+TABLE = ROOT / "labkit" / "predict" / "labtime" / "cpu.json"
+LAB_IMPORTS = ("import matplotlib.pyplot as plt\nimport pandas as pd\n"
+               "import torch\nfrom labkit.lab import Results, check\n"
+               "from labkit.launch import launch\n")
+
+
+def best(fn, repeats: int = 3) -> float:
+    """The least wall time of ``repeats`` calls: a busy machine only ever
+    adds time."""
+    out = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        out = min(out, time.perf_counter() - t)
+    return out
+
+
+def _python(code: str, python: str = sys.executable) -> None:
+    subprocess.run([python, "-c", code], check=True, timeout=300,
+                   capture_output=True)
+
+
+def kernel_s() -> float:
+    import nbformat
+    import papermill as pm
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(LAB_IMPORTS)]
+    with tempfile.TemporaryDirectory(prefix="labtime-") as tmp:
+        src, dest = Path(tmp) / "in.ipynb", Path(tmp) / "out.ipynb"
+        nbformat.write(nb, src)
+        return best(lambda: pm.execute_notebook(
+            str(src), str(dest), cwd=str(ROOT / "labs"),
+            kernel_name="python3", progress_bar=False), 2)
+
+
+def _launch(module: str, nproc: int, args: dict, python=None) -> None:
+    from labkit.launch import launch
+    launch(module, nproc, args, timeout=600, python=python)
+
+
+def _build(model: dict) -> None:
+    from labkit.nn.model import GPTConfig, batch, build
+    cfg = GPTConfig(**model)
+    net = build(cfg)
+    x, y = batch(cfg, 8, 0)
+    net(x, y).backward()
+
+
+def run_costs(model: dict, zero: dict) -> dict:
+    """CPU seconds of one torch run and one DeepSpeed run of lab 4's run
+    module, in this process as a 1-rank group (the least of two each)."""
+    from labkit import dist
+    from labkit.launch import free_port
+    from labkit.runs import zero as Z
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
+                      RANK="0", WORLD_SIZE="1", LOCAL_RANK="0",
+                      CUDA_VISIBLE_DEVICES="")
+    a = Z.parse_args(["--steps", str(zero["steps"]), "--batch", "8",
+                      "--reduce-bucket-size",
+                      str(zero["reduce_bucket_size"])] + [
+        f"--{k}={v}" for k, v in model.items()])
+    config = Z.config_from_args(a)
+    ctx = dist.init()
+    Z.skip_shm_op()
+
+    def cpu(fn, *args):
+        c = time.process_time()
+        fn(*args)
+        return time.process_time() - c
+    try:
+        torch_s = [min(cpu(Z.run_fsdp, s, config, ctx, a) for _ in (0, 1))
+                   for s in ("fsdp2_full", "fsdp2_grad_op")]
+        ds_s = [min(cpu(Z.run_deepspeed, v, config, ctx, a)
+                    for _ in (0, 1)) for v in ("zero1", "zero2", "zero3")]
+    finally:
+        dist.close()
+    return {"run_s": sum(torch_s) / len(torch_s),
+            "deepspeed_run_s": sum(ds_s) / len(ds_s)}
+
+
+def constants() -> dict:
+    from labkit.measure import roofline as M
+    from labkit.preflight import load_profile
+    import torch
+    cpu = load_profile("cpu")
+    model = cpu["memory"]["model"]
+    out = {"import_s": best(lambda: _python("import torch")),
+           "kernel_s": kernel_s(),
+           "launch_s": {str(n): best(lambda: _launch(
+               "labkit.runs.tools.selftest", n, {"mode": "ok"}))
+               for n in (2, 4)}}
+    out["build_s"] = best(lambda: _build(model))
+    fit = cpu["fit"]
+    out["compile_s"] = best(lambda: _launch(
+        "labkit.runs.compile", fit["world_size"], {
+            "steps": fit["compile_steps"], "backend": fit["compile_backend"],
+            "preset": fit["compile_preset"]}), 1)
+    cai = ROOT / ".venv-colossalai" / "bin" / "python"
+    out["colossalai_import_s"] = best(lambda: _python(
+        "import colossalai", str(cai)), 2) if cai.exists() else None
+    out.update(run_costs(model, cpu["zero"]))
+    torch.set_num_threads(1)
+    out["slowdown"] = slowdown()
+    out["run_s"] *= out["slowdown"]
+    out["deepspeed_run_s"] *= out["slowdown"]
+    out["peak_flops"] = max(M.matmul_rate(n, "fp32", 5)
+                            for n in (256, 512))
+    out["bf16_flops"] = M.matmul_rate(512, "bf16", 3)
+    out["bandwidth"] = M.stream_rate(1 << 24, 5)
+    out["launch_s"] = {k: round(v, 3) for k, v in out["launch_s"].items()}
+    return {k: (round(v, 3) if isinstance(v, float) and v < 1e6 else v)
+            for k, v in out.items()}
+
+
+def slowdown(seconds: float = 3.0) -> float:
+    """Wall over CPU time of one thread multiplying 256 x 256 matrices for
+    ``seconds`` of wall: how much longer than its own work a process
+    waits for a core here, now."""
+    import torch
+    a = torch.randn(256, 256)
+    w, c = time.perf_counter(), time.process_time()
+    while time.perf_counter() - w < seconds:
+        for _ in range(20):
+            a @ a
+    return max(1.0, (time.perf_counter() - w) / (time.process_time() - c))
+
+
+def roofline_step() -> dict:
+    """Lab 16's step at the CPU profile's size, one thread: predicted
+    (``labkit.predict.roofline.predict`` at the measured peak, bandwidth
+    and call overhead) and measured (best CPU time of the process), as
+    the lab computes them."""
+    import torch
+    from labkit.measure import roofline as M
+    from labkit.nn.model import GPTConfig, batch, build
+    from labkit.predict import roofline as R
+    from labkit.preflight import load_profile
+    p = load_profile("cpu")["roofline"]
+    torch.set_num_threads(p["threads"])
+    peak = max(M.matmul_rate(n, "fp32", p["repeats"])
+               for n in p["matmul_sizes"])
+    bw = M.stream_rate(max(p["stream_sizes"]), p["repeats"])
+    call_s = M.call_overhead()
+    cfg = GPTConfig(**p["model"])
+    torch.manual_seed(0)
+    net = build(cfg)
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
+    x, y = batch(cfg, p["batch"], 0)
+    ops = R.step_ops(p["batch"], cfg.seq, cfg.layers, cfg.hidden,
+                     cfg.heads, cfg.vocab, cfg.mlp_ratio, 4)
+    pred = R.predict(ops, peak, bw, call_s=call_s)
+    meas = M.step_times(net, x, y, opt, steps=p["steps"])
+    return {"predicted_s": round(pred["step_s"], 5),
+            "measured_cpu_s": round(meas["step_cpu_s"], 5),
+            "wall_s": round(meas["step_s"], 5),
+            "ratio": round(meas["step_cpu_s"] / pred["step_s"], 3),
+            "terms_s": {r["op"]: round(r["seconds"], 6)
+                        for r in pred["ops"]},
+            "overhead_s": round(sum(r["overhead_s"]
+                                    for r in pred["ops"]), 6)}
+
+
+def from_runs(folder: Path) -> tuple[dict[str, float], list[str]]:
+    """Each lab's seconds from a runner's ``run.json`` (its last complete
+    run, ``<lab>/``), and when the first and the last finished."""
+    labs, when = {}, []
+    for f in sorted(folder.glob("*/run.json")):
+        r = json.loads(f.read_text())
+        if r.get("status") == "ok" and f.parent.name == r["lab"]:
+            labs[r["lab"]] = r["seconds"]
+            when.append(r["finished"])
+    if not labs:
+        raise SystemExit(f"no complete lab run (run.json) in {folder}")
+    return labs, [min(when), max(when)]
+
+
+def run_labs() -> tuple[dict[str, float], list[str]]:
+    import run_labs as R
+    os.environ["PYTHONPATH"] = R.checkout_pythonpath()
+    profile = R.load_profile("cpu")
+    labs, start = {}, dt.datetime.now().isoformat(timespec="seconds")
+    for name, nb in R.discover().items():
+        status, seconds, _ = R.run_lab(name, nb, "cpu",
+                                       profile.get(name) or {},
+                                       out=ROOT / "_build" / "labtime")
+        if status == "ok":
+            labs[name] = round(seconds, 2)
+        print(f"lab {name}: {status} in {seconds:.1f} s", flush=True)
+    return labs, [start, dt.datetime.now().isoformat(timespec="seconds")]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--from", dest="runs", type=Path,
+                    help="a run_labs.py results folder (_build/labs/cpu): "
+                    "the labs' seconds from its run.json files")
+    ap.add_argument("--constants-only", action="store_true",
+                    help="measure the constants, keep the table's labs")
+    ap.add_argument("--out", type=Path, default=TABLE)
+    a = ap.parse_args(argv)
+    load = [os.getloadavg()[0]]
+    t0 = time.perf_counter()
+    if a.constants_only:
+        old = json.loads(a.out.read_text())
+        labs, when = old["labs"], old.get("labs_ran")
+    else:
+        labs, when = from_runs(a.runs) if a.runs else run_labs()
+    const = constants()
+    load.append(os.getloadavg()[0])
+    table = {"what": "labkit.predict.labtime's CPU constants and the "
+             "labs' measured seconds, by scripts/bench_labtime.py",
+             "cores": len(os.sched_getaffinity(0)),
+             "load_average": [round(x, 2) for x in load],
+             "finished": dt.datetime.now().isoformat(timespec="seconds"),
+             "labs_ran": when,
+             "constants": const, "labs": labs,
+             "roofline_step": roofline_step()}
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(table, indent=1) + "\n")
+    print(json.dumps(const, indent=1))
+    print(f"{len(labs)} labs; written to {a.out} in "
+          f"{time.perf_counter() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
