@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 from grading.ranks import fork_ranks  # noqa: E402
 from labkit import buildit  # noqa: E402
+from labkit.buildit.sharding import numels  # noqa: E402
 
 pytestmark = pytest.mark.distributed
 HIDDEN = buildit.harness("zero").HIDDEN
@@ -128,6 +129,16 @@ def test_the_key_on_the_hub_scores_full_marks_with_the_hubs_counts(
             buildit.grade({**got, "loopback_bytes": 0})}
     assert all(r["passed"] for r in rows.values()), rows
     assert "grader-measured" in rows["state"]["expected"]
+    # beside the staging checks (labkit.buildit.held): what a rank holds
+    # as the probe begins, beyond the hub's reading before the student's
+    # code and the probe's own model and data, is a mebibyte under the
+    # noise allowed
+    from labkit.buildit import counted, held, zero_state
+    out, err = counted.apply(buildit.harness("zero"), got)
+    course = zero_state.course_bytes(got["config"])
+    extra = [held.held(out, i, r["probe_rss"]) - course
+             for i, r in enumerate(out["ranks"])]
+    assert err is None and max(extra) < held.NOISE - (1 << 20), extra
 
 
 @pytest.mark.parametrize("fixture", ["zero_full_adam", "hostile_zero_kept"])
@@ -210,4 +221,38 @@ def test_a_rank_that_hides_its_gradient_peak_gets_the_hubs_count(tmp_path):
     assert zero.check_freed({k: v for k, v in moved.items()
                              if k != "hub"})[0]
     assert not zero.check_freed(moved)[0]
+
+
+
+@pytest.mark.parametrize("name, check", [
+    ("hostile_zero_ballast", "state"), ("hostile_zero_hook_ballast", "freed")])
+def test_memory_staged_between_the_hub_s_readings_fails(tmp_path, name,
+                                                        check):
+    """issue 49 (2): full Adam with a block allocated at import and freed
+    as the probe's optimizer is built (its growth inside the bounds), and
+    gradients never freed hidden by a block each backward's first hook
+    frees (its growth under Phi / 2): both staged differences of the
+    hub's readings, both 0 on that check, by the hub's reading before
+    the student's code and at each window."""
+    from labkit.buildit import counted, zero_state
+    got = fresh_fork_ranks("zero", fixture(name), HIDDEN, WORLD,
+                           tmp_path, 120, True)
+    got = {**got, "loopback_bytes": 0}
+    rows = {r["check"]: r for r in buildit.grade(got)}
+    assert not rows[check]["passed"], rows[check]
+    assert rows["params"]["passed"] and rows["bytes"]["passed"]
+    out, err = counted.apply(buildit.harness("zero"), got)
+    assert err is None
+    cfg = got["config"]
+    if check == "state":          # the staged growth: inside the bounds
+        low, high = zero_state.rss_bounds(cfg, WORLD)
+        assert all(low <= r["state_rss"] <= high for r in out["ranks"])
+        assert "as the grader's memory probe began" in \
+            rows["state"]["reason"]
+    else:                         # ... under Phi / 2, the rest full
+        phi = 4 * sum(numels(cfg["probe"]["sizes"]))
+        assert all(max(r["grads_rss_per_step"]) <= phi // 2
+                   for r in out["ranks"])
+        assert "as a backward pass began" in rows["freed"]["reason"]
+        assert rows["state"]["passed"]
 
