@@ -2,6 +2,7 @@
 process that imported torch: the same result as ``buildit.run`` for the
 answer key, a crash and a hang as reasons, and no rank can write on the
 channel its parent keeps to the grader."""
+import atexit
 import json
 import os
 import sys
@@ -48,24 +49,79 @@ def key_source() -> str:
     return master_key("04_zero", "class ShardedAdam")
 
 
-def fresh_fork_ranks(*args) -> dict:
-    """``fork_ranks`` from a new process, as the grader's rerun calls it: a
-    pytest worker that ran backward on engine threads before (another
-    test) leaves forked children that autograd refuses (PyTorch's wiki,
-    "Autograd and Fork"), which no grading process ever is."""
+# one process serves every ``fresh_fork_ranks`` of a pytest run: it
+# imports torch and the grader once (2.8 s of CPU a process), runs
+# nothing, and forks a child per call, which calls ``fork_ranks`` as the
+# grader's rerun does (one call per process: what a hub did before must
+# not be in the next ranks' memory). It ends when its stdin closes; the
+# answers come on a pipe of their own (argv[2])
+SERVE = """import json, os, pathlib, sys
+sys.path.insert(0, sys.argv[1])
+import torch._dynamo, labkit.runs.tools.buildit
+from grading.ranks import fork_ranks
+out = os.fdopen(int(sys.argv[2]), "w")
+for line in sys.stdin:
+    pid = os.fork()
+    if pid == 0:
+        try:
+            a = json.loads(line)
+            got = fork_ranks(a[0], a[1], a[2], a[3], pathlib.Path(a[4]),
+                             *a[5:])
+            out.write(json.dumps(got) + chr(10))
+            out.flush()
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+"""
+_SERVER: list = []
+
+
+def _server() -> list:
     import subprocess
-    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); "
-            "from grading.ranks import fork_ranks; "
-            "a = json.loads(sys.argv[2]); "
-            "print(json.dumps(fork_ranks(a[0], a[1], a[2], a[3], "
-            "__import__('pathlib').Path(a[4]), *a[5:])))")
-    r = subprocess.run([sys.executable, "-c", code, str(ROOT / "scripts"),
-                        json.dumps([str(a) if isinstance(a, Path) else a
-                                    for a in args])],
-                       capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert r.returncode == 0, r.stderr[-2000:]
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    if _SERVER and _SERVER[0].poll() is None:
+        return _SERVER
+    r, w = os.pipe()
+    p = subprocess.Popen([sys.executable, "-c", SERVE, str(ROOT / "scripts"),
+                          str(w)], stdin=subprocess.PIPE,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         text=True, pass_fds=(w,),
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    os.close(w)
+    _SERVER[:] = [p, os.fdopen(r)]
+    atexit.register(_stop, p)
+    return _SERVER
+
+
+def _stop(p) -> None:
+    """Its stdin closed, the server ends: waited for here."""
+    try:
+        p.stdin.close()
+        p.wait(timeout=30)
+    except Exception:  # noqa: BLE001 - then killed
+        p.kill()
+        p.wait()
+
+
+def fresh_fork_ranks(*args) -> dict:
+    """``fork_ranks`` from another process, as the grader's rerun calls
+    it: a pytest worker that ran backward on engine threads before
+    (another test) leaves forked children that autograd refuses
+    (PyTorch's wiki, "Autograd and Fork"), which no grading process ever
+    is. That process (``SERVE``) runs no backward itself (the hub only
+    reduces), so it serves every call of this run."""
+    import select
+    p, results = _server()
+    p.stdin.write(json.dumps([str(a) if isinstance(a, Path) else a
+                              for a in args]) + "\n")
+    p.stdin.flush()
+    ready = select.select([results], [], [], 300)[0]
+    line = results.readline() if ready else ""
+    if not line:
+        p.kill()
+        why = p.stderr.read()[-2000:] if ready else "no result in 300 s"
+        _SERVER.clear()
+        raise AssertionError(f"fork_ranks gave no result: {why}")
+    return json.loads(line)
 
 
 def test_the_key_scores_full_marks_on_forked_ranks(tmp_path):
