@@ -59,11 +59,29 @@ def test_peaks_refuses_points_out_of_place(spoil, why):
 
 
 def test_check_peak_rss_passes_within_and_fails_over():
-    ok = {"config": CFG, "hub": {}, "ranks": [
-        {"peak_rss": [["forward 0", 10, 20]]}] * 2}
+    ok = {"config": CFG, "hub": {"base": [100, 100]}, "ranks": [
+        {"peak_rss": [["forward 0", 10, 20]], "probe_rss": 100}] * 2}
     assert fsdp.check_peak(ok)[0]
-    over = {**ok, "ranks": [{"peak_rss": [["forward 3", 30, 20]]}] * 2}
+    over = {**ok, "ranks": [{**ok["ranks"][0],
+                             "peak_rss": [["forward 3", 30, 20]]}] * 2}
     passed, measured, _, why = fsdp.check_peak(over)
     assert not passed and "forward 3" in why and "10 more" in why
     said = {**ok, "ranks": [{"peak_rss": "a reason"}, ok["ranks"][0]]}
     assert fsdp.check_peak(said)[3] == "a reason"
+
+
+def test_memory_held_before_the_probe_fails_peak():
+    """issue 49 (2): a block held at the probe's first point since before
+    the student's code (tests/buildit/hostile_fsdp_ballast.py), beyond
+    the probe's batch and the noise, could be freed before the units'
+    points: "peak" fails with why, however small the growth."""
+    from labkit.buildit import held
+    s = CFG["probe"]["sizes"]
+    batch = 4 * CFG["batch"] * (s[0] + s[-1])
+    for extra, ok in ((held.NOISE, True), (held.NOISE + 1, False)):
+        got = {"config": CFG, "hub": {"base": [100, 100]}, "ranks": [
+            {"peak_rss": [["forward 0", 10, 20]],
+             "probe_rss": 100 + batch + extra}] * 2}
+        passed, _, _, why = fsdp.check_peak(got)
+        assert passed is ok
+    assert "as the grader's memory probe began" in why

@@ -8,6 +8,11 @@ from labkit.buildit.sharding import numels
 from test_buildit_counted import steps, zero_result
 
 
+def course(res) -> int:
+    """What the probe's own model and data hold (``course_bytes``)."""
+    return zero_state.course_bytes(res["config"])
+
+
 def test_the_bounds_part_zero2_from_full_adam_at_four_ranks():
     cfg = {**buildit.harness("zero").HIDDEN}
     n = sum(numels(cfg["probe"]["sizes"]))
@@ -32,6 +37,7 @@ def test_the_state_is_the_hubs_memory_count_not_the_ranks_word():
         rss = [200 << 20] * w
         rss[-1] = rss[before] + grew
         res["hub"]["rss"] = [rss, rss]
+        res["hub"]["base"] = [rss[before] - course(res)] * 2
         out, err = counted.apply(h, res)
         assert err is None
         assert [r["state_rss"] for r in out["ranks"]] == [grew, grew]
@@ -52,7 +58,8 @@ def test_probe_counts_reads_the_probe_s_windows():
     rss[base + 4], rss[base + 5] = 150, 160     # step 2: 10
     rss[-1] = 170
     assert zero_state.probe_counts(rss, steps, ps) == {
-        "state_rss": 70, "grads_rss_per_step": [50, 10]}
+        "state_rss": 70, "grads_rss_per_step": [50, 10],
+        "probe_rss": 100, "freed_rss_per_step": [-70, -20]}
 
 
 def test_freed_reads_the_hubs_count_of_backward_under_the_hub():
@@ -66,9 +73,62 @@ def test_freed_reads_the_hubs_count_of_backward_under_the_hub():
         rss = [300 << 20] * w
         rss[base + 3] = rss[base + 2] + grew
         res["hub"]["rss"] = [rss, rss]
+        res["hub"]["base"] = [rss[base] - course(res)] * 2
         res["ranks"] = [{"grad_peak_per_step": [0], "grads_rss_per_step":
                          [0]}] * 2                    # their word: unread
         out, err = counted.apply(h, res)
         assert err is None
         from labkit.buildit import zero
         assert zero.check_freed(out)[0] is ok, zero.check_freed(out)
+
+
+def test_memory_held_before_the_probe_is_staging():
+    """issue 49 (2): a block held since before the probe (allocated at
+    import, tests/buildit/hostile_zero_ballast.py) could be freed between
+    the hub's readings, so that full Adam's growth looks like ZeRO's: a
+    rank that holds more than the probe's own model and data and the
+    noise over the hub's reading before the student's code fails "state"
+    and "freed" with why, whatever its growth."""
+    from labkit.buildit import held, zero
+    h, res = zero_result([steps([["reduce_scatter", 1 << 30, "float32"]])]
+                         * 2)
+    cfg = res["config"]
+    base = 2 * cfg["steps"] + 1
+    low, _ = zero_state.rss_bounds(cfg, 2)
+    rss = [300 << 20] * len(steps([]))
+    rss[-1] = rss[base] + low                    # a ZeRO-like growth
+    res["hub"]["rss"] = [rss, rss]
+    for extra, ok in ((held.NOISE, True), (held.NOISE + 1, False)):
+        res["hub"]["base"] = [rss[base] - course(res) - extra] * 2
+        out, err = counted.apply(h, res)
+        assert err is None
+        assert zero_state.check_state(out)[0] is ok
+        assert zero.check_freed(out)[0] is ok
+        if not ok:
+            assert "as the grader's memory probe began" in \
+                zero_state.check_state(out)[3]
+    res["hub"]["base"] = [-1, -1]                # never read: no state
+    out, _ = counted.apply(h, res)
+    assert "before your code was imported" in zero_state.check_state(out)[3]
+
+
+def test_memory_a_backward_frees_that_the_end_lacks_is_staging():
+    """issue 49 (2): a block alive as a backward begins and freed in it
+    (tests/buildit/hostile_zero_hook_ballast.py: by the first gradient
+    hook) hides gradients that outlive backward; what a rank holds as a
+    backward begins is at most what it keeps after the last step (ZeRO's
+    state only grows)."""
+    from labkit.buildit import zero
+    h, res = zero_result([steps([["reduce_scatter", 1 << 30, "float32"]])]
+                         * 2)
+    cfg = res["config"]
+    base = 2 * cfg["steps"] + 1
+    rss = [300 << 20] * len(steps([]))
+    res["hub"]["base"] = [rss[base] - course(res)] * 2
+    for block, ok in ((1 << 20, True), ((1 << 20) + 4096, False)):
+        rss[base + 2] = rss[-1] + block          # the first backward's
+        res["hub"]["rss"] = [rss, rss]
+        out, err = counted.apply(h, res)
+        assert err is None
+        assert zero.check_freed(out)[0] is ok, zero.check_freed(out)
+    assert "as a backward pass began" in zero.check_freed(out)[3]

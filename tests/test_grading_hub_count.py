@@ -82,3 +82,19 @@ def test_scales_sums_of_squares_and_a_flood_of_points():
     h, _ = recv_frame(pairs[0][1])
     assert "more than" in h["error"] and \
         len(hub.count.points[0]) == MAX_POINTS
+
+
+def test_the_memory_before_the_student_s_code_is_the_first_base():
+    """``base``: the rank's memory at its first "base" mark (sent by the
+    course's code before the student's module is imported,
+    scripts/grading/ranks.py); a later one, the student's, changes
+    nothing."""
+    c = Count(1, pids=[os.getpid()])
+    assert c.record()["base"] == [-1]
+    c.mark(0, "base")
+    first = c.record()["base"][0]
+    block = bytearray(8 << 20)
+    block[::4096] = b"x" * len(block[::4096])    # touched: in the count
+    c.mark(0, "base")
+    assert c.record()["base"] == [first] and first > 0
+    del block

@@ -94,7 +94,8 @@ def fsdp_source(name: str) -> str:
 @pytest.mark.parametrize("name, own, hub", [
     ("key", True, True), ("fsdp_no_free", False, False),
     ("fsdp_cached", False, False), ("fsdp_shard_grad_op", False, False),
-    ("hostile_fsdp_probe", True, False)])
+    ("hostile_fsdp_probe", True, False),
+    ("hostile_fsdp_ballast", False, False)])
 def test_fsdp_peak_is_the_memory_the_hub_counted(tmp_path, name, own, hub):
     """Lab 3's FSDP "peak" under grading: the rank's memory at each of the
     probe's units, grown since before its model existed, within FULL_
@@ -123,6 +124,13 @@ def test_fsdp_peak_is_the_memory_the_hub_counted(tmp_path, name, own, hub):
                        for _, grew, most in r["peak_rss"]), r["peak_rss"]
     elif name == "fsdp_shard_grad_op":    # no second all-gather
         assert "after 5 all-gathers" in rows["peak"]["reason"]
+    elif name == "hostile_fsdp_ballast":  # issue 49 (2): staged
+        from labkit.buildit import counted
+        out, _ = counted.apply(buildit.harness("fsdp"), got)
+        assert all(most >= grew for r in out["ranks"]   # growth alone
+                   for _, grew, most in r["peak_rss"])  # would pass
+        assert "as the grader's memory probe began" in \
+            rows["peak"]["reason"]
     else:
         assert "the grader counted" in rows["peak"]["reason"]
 

@@ -2,6 +2,7 @@
 process that imported torch: the same result as ``buildit.run`` for the
 answer key, a crash and a hang as reasons, and no rank can write on the
 channel its parent keeps to the grader."""
+import atexit
 import json
 import os
 import sys
@@ -13,6 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 from grading.ranks import fork_ranks  # noqa: E402
 from labkit import buildit  # noqa: E402
+from labkit.buildit.sharding import numels  # noqa: E402
 
 pytestmark = pytest.mark.distributed
 HIDDEN = buildit.harness("zero").HIDDEN
@@ -47,24 +49,79 @@ def key_source() -> str:
     return master_key("04_zero", "class ShardedAdam")
 
 
-def fresh_fork_ranks(*args) -> dict:
-    """``fork_ranks`` from a new process, as the grader's rerun calls it: a
-    pytest worker that ran backward on engine threads before (another
-    test) leaves forked children that autograd refuses (PyTorch's wiki,
-    "Autograd and Fork"), which no grading process ever is."""
+# one process serves every ``fresh_fork_ranks`` of a pytest run: it
+# imports torch and the grader once (2.8 s of CPU a process), runs
+# nothing, and forks a child per call, which calls ``fork_ranks`` as the
+# grader's rerun does (one call per process: what a hub did before must
+# not be in the next ranks' memory). It ends when its stdin closes; the
+# answers come on a pipe of their own (argv[2])
+SERVE = """import json, os, pathlib, sys
+sys.path.insert(0, sys.argv[1])
+import torch._dynamo, labkit.runs.tools.buildit
+from grading.ranks import fork_ranks
+out = os.fdopen(int(sys.argv[2]), "w")
+for line in sys.stdin:
+    pid = os.fork()
+    if pid == 0:
+        try:
+            a = json.loads(line)
+            got = fork_ranks(a[0], a[1], a[2], a[3], pathlib.Path(a[4]),
+                             *a[5:])
+            out.write(json.dumps(got) + chr(10))
+            out.flush()
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+"""
+_SERVER: list = []
+
+
+def _server() -> list:
     import subprocess
-    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); "
-            "from grading.ranks import fork_ranks; "
-            "a = json.loads(sys.argv[2]); "
-            "print(json.dumps(fork_ranks(a[0], a[1], a[2], a[3], "
-            "__import__('pathlib').Path(a[4]), *a[5:])))")
-    r = subprocess.run([sys.executable, "-c", code, str(ROOT / "scripts"),
-                        json.dumps([str(a) if isinstance(a, Path) else a
-                                    for a in args])],
-                       capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert r.returncode == 0, r.stderr[-2000:]
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    if _SERVER and _SERVER[0].poll() is None:
+        return _SERVER
+    r, w = os.pipe()
+    p = subprocess.Popen([sys.executable, "-c", SERVE, str(ROOT / "scripts"),
+                          str(w)], stdin=subprocess.PIPE,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         text=True, pass_fds=(w,),
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    os.close(w)
+    _SERVER[:] = [p, os.fdopen(r)]
+    atexit.register(_stop, p)
+    return _SERVER
+
+
+def _stop(p) -> None:
+    """Its stdin closed, the server ends: waited for here."""
+    try:
+        p.stdin.close()
+        p.wait(timeout=30)
+    except Exception:  # noqa: BLE001 - then killed
+        p.kill()
+        p.wait()
+
+
+def fresh_fork_ranks(*args) -> dict:
+    """``fork_ranks`` from another process, as the grader's rerun calls
+    it: a pytest worker that ran backward on engine threads before
+    (another test) leaves forked children that autograd refuses
+    (PyTorch's wiki, "Autograd and Fork"), which no grading process ever
+    is. That process (``SERVE``) runs no backward itself (the hub only
+    reduces), so it serves every call of this run."""
+    import select
+    p, results = _server()
+    p.stdin.write(json.dumps([str(a) if isinstance(a, Path) else a
+                              for a in args]) + "\n")
+    p.stdin.flush()
+    ready = select.select([results], [], [], 300)[0]
+    line = results.readline() if ready else ""
+    if not line:
+        p.kill()
+        why = p.stderr.read()[-2000:] if ready else "no result in 300 s"
+        _SERVER.clear()
+        raise AssertionError(f"fork_ranks gave no result: {why}")
+    return json.loads(line)
 
 
 def test_the_key_scores_full_marks_on_forked_ranks(tmp_path):
@@ -128,6 +185,16 @@ def test_the_key_on_the_hub_scores_full_marks_with_the_hubs_counts(
             buildit.grade({**got, "loopback_bytes": 0})}
     assert all(r["passed"] for r in rows.values()), rows
     assert "grader-measured" in rows["state"]["expected"]
+    # beside the staging checks (labkit.buildit.held): what a rank holds
+    # as the probe begins, beyond the hub's reading before the student's
+    # code and the probe's own model and data, is a mebibyte under the
+    # noise allowed
+    from labkit.buildit import counted, held, zero_state
+    out, err = counted.apply(buildit.harness("zero"), got)
+    course = zero_state.course_bytes(got["config"])
+    extra = [held.held(out, i, r["probe_rss"]) - course
+             for i, r in enumerate(out["ranks"])]
+    assert err is None and max(extra) < held.NOISE - (1 << 20), extra
 
 
 @pytest.mark.parametrize("fixture", ["zero_full_adam", "hostile_zero_kept"])
@@ -210,4 +277,38 @@ def test_a_rank_that_hides_its_gradient_peak_gets_the_hubs_count(tmp_path):
     assert zero.check_freed({k: v for k, v in moved.items()
                              if k != "hub"})[0]
     assert not zero.check_freed(moved)[0]
+
+
+
+@pytest.mark.parametrize("name, check", [
+    ("hostile_zero_ballast", "state"), ("hostile_zero_hook_ballast", "freed")])
+def test_memory_staged_between_the_hub_s_readings_fails(tmp_path, name,
+                                                        check):
+    """issue 49 (2): full Adam with a block allocated at import and freed
+    as the probe's optimizer is built (its growth inside the bounds), and
+    gradients never freed hidden by a block each backward's first hook
+    frees (its growth under Phi / 2): both staged differences of the
+    hub's readings, both 0 on that check, by the hub's reading before
+    the student's code and at each window."""
+    from labkit.buildit import counted, zero_state
+    got = fresh_fork_ranks("zero", fixture(name), HIDDEN, WORLD,
+                           tmp_path, 120, True)
+    got = {**got, "loopback_bytes": 0}
+    rows = {r["check"]: r for r in buildit.grade(got)}
+    assert not rows[check]["passed"], rows[check]
+    assert rows["params"]["passed"] and rows["bytes"]["passed"]
+    out, err = counted.apply(buildit.harness("zero"), got)
+    assert err is None
+    cfg = got["config"]
+    if check == "state":          # the staged growth: inside the bounds
+        low, high = zero_state.rss_bounds(cfg, WORLD)
+        assert all(low <= r["state_rss"] <= high for r in out["ranks"])
+        assert "as the grader's memory probe began" in \
+            rows["state"]["reason"]
+    else:                         # ... under Phi / 2, the rest full
+        phi = 4 * sum(numels(cfg["probe"]["sizes"]))
+        assert all(max(r["grads_rss_per_step"]) <= phi // 2
+                   for r in out["ranks"])
+        assert "as a backward pass began" in rows["freed"]["reason"]
+        assert rows["state"]["passed"]
 

@@ -128,11 +128,14 @@ def rank_run(ctx, mod, cfg) -> dict:
         steps.append({op: [s["calls"], s["bytes"]]
                       for op, s in c.summary().items()})
         tdist.barrier()
+    out = {"shards": [flat(s) for s in fsdp.shards],
+           "per_step": steps, "gathered": probe.samples}
     if cfg.get("probe"):
         from labkit.buildit.fsdp_peak import probe as grader_probe
+        del fsdp, us, probe, Counter           # the checked run, released
+        u = h = c = None  # noqa: F841
         grader_probe(mod, cfg, ctx.rank)
-    return {"shards": [flat(s) for s in fsdp.shards],
-            "per_step": steps, "gathered": probe.samples}
+    return out
 
 
 def from_hub(result, windows):
@@ -155,7 +158,8 @@ def from_hub(result, windows):
                             [p for p in mine if p[1] >= n])
             except ValueError as e:
                 got = str(e)
-            r = {**r, "peak_rss": got}
+            first = [p[3] for p in mine if p[1] >= n][:1] or [-1]
+            r = {**r, "peak_rss": got, "probe_rss": first[0]}
         for win in w[1:n]:
             s: dict = {}
             for op, nbytes, *_ in win:

@@ -96,13 +96,15 @@ def peaks(cfg, w: int, window: int, calls: list, pts: list) -> list:
 def probe(mod, cfg, rank) -> None:
     """The student's FSDP over the probe's units, one forward and one
     backward in a counting window, points marked by the harness's layer;
-    a point first, before the units exist."""
+    a point first, before the units exist (``labkit.buildit.held``).
+    """
     import torch
     from torch import nn
 
-    from labkit.buildit import points
+    from labkit.buildit import held, points
     from labkit.buildit.fsdp_units import Probe, units
     from labkit.measure.collectives import CollectiveCounter
+    held.release()    # the checked run, released by the caller
     sizes = cfg["probe"]["sizes"]
     g = torch.Generator().manual_seed(cfg["seed"] + 2 + rank)
     x = torch.randn(cfg["batch"], sizes[0], generator=g)
@@ -120,10 +122,23 @@ def probe(mod, cfg, rank) -> None:
     del fsdp
 
 
+def staged(result) -> str | None:
+    """The reason when a rank held memory it could free between the
+    probe's points (``labkit.buildit.held``): beyond the probe's batch,
+    nothing of its own at the first."""
+    from labkit.buildit import held
+    cfg = result["config"]
+    s = cfg["probe"]["sizes"]
+    return held.check(result, [r.get("probe_rss") for r in
+                               result["ranks"]],
+                      4 * cfg["batch"] * (s[0] + s[-1]))
+
+
 def check_peak_rss(result):
     cfg, w = result["config"], len(result["ranks"])
     got = [r.get("peak_rss") for r in result["ranks"]]
-    said = next((g for g in got if type(g) is str), None)
+    said = next((g for g in got if type(g) is str), None) or \
+        staged(result)
     if said or not all(type(g) is list and g for g in got):
         return False, None, "grader-measured", said or (
             "the grader has no memory count of your FSDP's units")

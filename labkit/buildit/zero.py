@@ -157,12 +157,14 @@ def rank_run(ctx, mod, cfg) -> dict:
     kept = kept_bytes([opt, vars(mod)], skip=params + [p.grad for p in
                                                        params],
                       home=getattr(mod, "__name__", None))
+    out = {"numels": [p.numel() for p in params],
+           "params": [flat(p) for p in params],
+           "bytes_per_step": steps, "backward_bytes_per_step": in_backward,
+           "grad_peak_per_step": peaks, "state_bytes": kept}
     if cfg.get("probe"):
+        del model, params, opt, count, p      # the checked run, released
         probe(mod, cfg, ctx.rank)
-    return {"numels": [p.numel() for p in params],
-            "params": [flat(p) for p in params],
-            "bytes_per_step": steps, "backward_bytes_per_step": in_backward,
-            "grad_peak_per_step": peaks, "state_bytes": kept}
+    return out
 
 
 def _merged(a: dict, b: dict) -> dict:

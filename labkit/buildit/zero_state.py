@@ -26,13 +26,22 @@ decided at their middle. The same counts give the memory half of
 ``freed`` (``grads_rss_per_step``): the growth over each of the probe's
 backward passes, the gradients that outlive it, at most Phi / 2 (ZeRO-2
 keeps only its shard; a rank that never frees holds Phi, 8.4 MB here).
+
+Both are differences a rank could stage with a block it frees between
+two readings (tests/buildit/hostile_zero_ballast.py,
+hostile_zero_hook_ballast.py): so at the probe's first reading a rank
+holds nothing beyond the probe's model and data since before the
+student's code was imported (``labkit.buildit.held``), and as each
+backward begins no more than after its last step
+(``freed_rss_per_step``: ZeRO's state only grows).
 """
 from __future__ import annotations
 
 # what a rank's memory count moves by itself between two windows
 RSS_NOISE = 1 << 20
 # what ``probe_counts`` gives; a rank's own values of these are dropped
-MEASURED = ("state_rss", "grads_rss_per_step")
+MEASURED = ("state_rss", "grads_rss_per_step", "probe_rss",
+            "freed_rss_per_step")
 
 
 def probe_counts(rss, steps: int, probe_steps: int) -> dict:
@@ -40,7 +49,11 @@ def probe_counts(rss, steps: int, probe_steps: int) -> dict:
     the checked steps' ``2 steps + 1`` windows, then the probe's before,
     constructor, backward and ``step()`` per step, after): ``state_rss``,
     the growth from before to after; ``grads_rss_per_step``, the growth
-    over each backward (the gradients still alive when it ends)."""
+    over each backward (the gradients still alive when it ends);
+    ``probe_rss``, the count before (``labkit.buildit.held``);
+    ``freed_rss_per_step``, how much more the rank held as each backward
+    began than after the last step (what a backward could free that is
+    not a gradient)."""
     n = 2 * steps + 1 + 2 * probe_steps + 3
     if type(rss) is not list or len(rss) != n or \
             any(type(v) is not int or v < 0 for v in rss):
@@ -48,7 +61,26 @@ def probe_counts(rss, steps: int, probe_steps: int) -> dict:
     base = 2 * steps + 1
     back = [base + 2 + 2 * k for k in range(probe_steps)]
     return {"state_rss": rss[-1] - rss[base],
-            "grads_rss_per_step": [rss[b + 1] - rss[b] for b in back]}
+            "grads_rss_per_step": [rss[b + 1] - rss[b] for b in back],
+            "probe_rss": rss[base],
+            "freed_rss_per_step": [rss[b] - rss[-1] for b in back]}
+
+
+def course_bytes(cfg) -> int:
+    """What the probe's own code holds at its first reading: the model's
+    fp32 parameters and one batch of inputs and targets."""
+    from labkit.buildit.sharding import numels
+    s = cfg["probe"]["sizes"]
+    return 4 * (sum(numels(s)) + cfg["batch"] * (s[0] + s[-1]))
+
+
+def staged(result) -> str | None:
+    """The reason when a rank held memory it could free between the
+    probe's readings (``labkit.buildit.held``), else None."""
+    from labkit.buildit import held
+    return held.check(result, [r.get("probe_rss") for r in
+                               result["ranks"]],
+                      course_bytes(result["config"]))
 
 
 def psi_sizes(cfg, w):
@@ -84,6 +116,10 @@ def check_state_rss(result):
     low, high = rss_bounds(cfg, w)
     psi = sum(numels(cfg["probe"]["sizes"]))
     got = [r.get("state_rss") for r in result["ranks"]]
+    why = staged(result)
+    if why:
+        return False, got, f"{low} .. {high} B per rank (grader-measured)", \
+            why
     bad = [g for g in got if type(g) is not int or not low <= g <= high]
     if not bad:
         return True, got, f"{low} .. {high} B per rank (grader-measured)", ""
@@ -123,13 +159,16 @@ def check_state(result):
 def probe(mod, cfg, rank) -> None:
     """The student's optimizer on a bigger model for ``probe["steps"]``
     steps, between two empty windows (where the hub reads the rank's
-    memory), the gradients freed before the last."""
+    memory), the gradients freed before the last. The caller has
+    released its checked run (``labkit.buildit.held``)."""
     import torch
     from torch import nn
 
+    from labkit.buildit import held
     from labkit.buildit.sharding import mlp
     from labkit.measure.collectives import CollectiveCounter
     p = cfg["probe"]
+    held.release()
     model = mlp({"sizes": p["sizes"], "seed": cfg["seed"]})
     params = list(model.parameters())
     g = torch.Generator().manual_seed(cfg["seed"] + 2 + rank)
@@ -162,9 +201,26 @@ def check_freed_rss(result):
                for g in got):
         return False, None, f"<= Phi / 2 = {phi // 2} B", (
             "the grader has no memory count of your backward passes")
+    want = f"<= Phi / 2 = {phi // 2} B (grader-measured)"
+    why = staged(result)
+    if why:
+        return False, None, want, why
+    ahead = [r.get("freed_rss_per_step") for r in result["ranks"]]
+    if not all(type(g) is list and g and all(type(v) is int for v in g)
+               for g in ahead):
+        return False, None, want, (
+            "the grader has no memory count of your backward passes")
+    most = max(max(g) for g in ahead)
+    if most > RSS_NOISE:
+        return False, None, want, (
+            f"as a backward pass began a rank held {most} B more than "
+            f"after your optimizer's last step (the grader counted): "
+            f"memory freed during backward that the optimizer does not "
+            f"keep, so that the gradients that outlive backward look "
+            f"smaller. ZeRO-2 frees each gradient once its shard is "
+            f"reduced; free nothing else there")
     worst = max(max(g) for g in got)
-    return worst <= phi // 2, worst, \
-        f"<= Phi / 2 = {phi // 2} B (grader-measured)", (
+    return worst <= phi // 2, worst, want, (
             f"on a model of Phi = {phi} B of gradients a rank's memory grew "
             f"by {worst} B over backward (the grader counted): the "
             "gradients outlived it. ZeRO-2 reduce-scatters each gradient as "

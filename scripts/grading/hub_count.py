@@ -15,7 +15,11 @@ window, barriers aside. With the ranks' ``pids``, ``rss``: per rank, the
 anonymous memory the rank's process held as it opened each window
 (``memory.resident``, read here while the rank waits for the hub's
 answer to its mark): what a part's memory checks read instead of a
-number the rank computes about itself (``labkit.buildit.zero``).
+number the rank computes about itself (``labkit.buildit.zero``); and
+``base``, per rank, its memory at the first "base" mark, which the
+course's code sends before the student's module is imported
+(``ranks.py``), so that a block held since then shows
+(``labkit.buildit.held``).
 ``points``: per rank, each point its harness marked
 (``labkit.buildit.points``) as ``[name, windows opened, calls of the
 open window before it (-1 outside one), memory then (-1 unread)]``,
@@ -43,6 +47,7 @@ class Count:
         self.depth = [0] * n
         self.points = [[] for _ in range(n)]
         self.rss = [[] for _ in range(n)]
+        self.base = [-1] * n
         self.sumsq = [[] for _ in range(n)]
 
     def call(self, r: int, op: str, nbytes: int, dtype: str,
@@ -71,6 +76,8 @@ class Count:
                 if self.pids:
                     self.rss[r].append(self._memory(r))
             self.depth[r] += 1
+        elif kind == "base" and self.base[r] < 0:
+            self.base[r] = self._memory(r)   # the first only: the course's
         elif kind == "close" and self.depth[r] > 0:
             self.depth[r] -= 1
 
@@ -78,5 +85,5 @@ class Count:
         out = {"windows": self.windows, "outside": self.outside,
                "points": self.points, "sumsq": self.sumsq}
         if self.pids:
-            out["rss"] = self.rss
+            out["rss"], out["base"] = self.rss, self.base
         return out

@@ -21,6 +21,12 @@ every tensor of 64 KiB or more is in the count exactly while it lives.
 What remains is noise below a mebibyte (small blocks in malloc's free
 lists, Python's arenas, the kernel's per-CPU counting): a memory check
 compares differences of megabytes.
+
+A difference of two readings can be staged: a block allocated before the
+first and freed before the second. So the hub also reads each rank
+before the student's module is imported (``base``), and the checks hold
+the readings to what the course's code allocated by then
+(``labkit.buildit.held``).
 """
 from __future__ import annotations
 

@@ -34,6 +34,9 @@ connection and signals no other rank; its result is read from its own
 folder only. Before the box, each rank takes namespaces of its own and a
 seccomp filter (``rank_ns.py``): no System V or POSIX IPC, no socket of
 its own (Unix, UDP or TCP), so the hub's socket is its only channel.
+Last, still before the student's module, it marks "base": the hub reads
+its memory then (``labkit.buildit.held``: no block held since, to free
+between two of the hub's readings).
 """
 from __future__ import annotations
 
@@ -92,6 +95,7 @@ def _child(rank: int, world: int, link, argv: list[str],
             rank_ns.enter()       # no IPC, no socket: the hub's fd only
             rank_box.enter([own], read=[Path(argv[-1])],
                            shared=[run_dir.resolve().parent])
+            pg.mark("base")       # the memory before any student code
         from labkit.runs.tools import buildit as rank_side
         sys.argv = ["labkit.runs.tools.buildit", *argv]
         rank_side.main()
@@ -127,6 +131,10 @@ def fork_ranks(lab: str, source: str, config: dict, world_size: int,
     is the hub's (``proxy.py``) and ``hub`` holds its counts."""
     import torch  # noqa: F401 - imported once, here, for every rank
     import torch.distributed  # noqa: F401
+    # what an optimizer's constructor imports (some 800 modules: 1 s of
+    # CPU and 67 MB a rank), here once; and so not in a rank's memory
+    # between its reading before the student's code and the probe's
+    import torch._dynamo  # noqa: F401
     from labkit import buildit
     from labkit.buildit import dealt
     from labkit.launch.rendezvous import free_port  # below ephemeral ports
