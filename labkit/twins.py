@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import html as _html
 import io
+import logging
 import re
 import warnings
 
@@ -129,8 +130,26 @@ def _wrapped(formatter, missing):
         cn, miss = translate(formatter(x, pos))
         if miss:
             missing.append(miss)
-        return cn
+        return plain_math(cn)
     return FuncFormatter(label)
+
+
+_TEX = {r"\Psi": "Ψ", r"\Phi": "Φ", r"\alpha": "α", r"\beta": "β",
+        r"\times": "×", r"\cdot": "·", r"\le": "≤", r"\ge": "≥"}
+
+
+def plain_math(text: str) -> str:
+    """``$...$`` of a figure's Chinese text as plain letters: matplotlib
+    draws a string with ``$`` wholly as mathtext, whose fonts have no
+    Chinese (``$N_d$`` -> ``N_d``, ``$\\Psi$`` -> ``Ψ``)."""
+    def one(m):
+        tex = m.group(1)
+        for k, v in _TEX.items():
+            tex = tex.replace(k, v)
+        return re.sub(r"[{}\\]", "", tex)
+    if not CJK.search(text):
+        return text
+    return re.sub(r"(?<!\\)\$([^$]*)\$", one, text)
 
 
 def figure_svg(fig) -> tuple[str, list[str]]:
@@ -159,17 +178,22 @@ def figure_svg(fig) -> tuple[str, list[str]]:
         cn, miss = translate(text)
         if miss:
             missing.append(miss)
+        cn = plain_math(cn)
         if cn != text:
             t.set_text(cn)
             undo.append(lambda t=t, s=text: t.set_text(s))
     buf = io.StringIO()
+    log = logging.getLogger("matplotlib")     # "Font ... has no glyph"
+    level = log.level
     try:
+        log.setLevel(logging.ERROR)
         with warnings.catch_warnings(), \
                 mpl.rc_context({"svg.fonttype": "none",
                                 "svg.hashsalt": "labkit"}):
             warnings.simplefilter("ignore")   # glyphs the font lacks
             fig.savefig(buf, format="svg", bbox_inches="tight")
     finally:
+        log.setLevel(level)
         for step in reversed(undo):
             step()
     return buf.getvalue(), sorted(set(missing))
@@ -194,5 +218,6 @@ def load_ipython_extension(ip) -> None:
     """Every table and figure this kernel shows carries its twin."""
     f = ip.display_formatter.mimebundle_formatter
     f.for_type_by_name("matplotlib.figure", "Figure", _figure_bundle)
-    f.for_type_by_name("pandas.core.frame", "DataFrame", _table_bundle)
+    for module in ("pandas", "pandas.core.frame"):   # pandas 3 says pandas
+        f.for_type_by_name(module, "DataFrame", _table_bundle)
     f.for_type_by_name("pandas.io.formats.style", "Styler", _table_bundle)

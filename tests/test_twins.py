@@ -103,3 +103,37 @@ def test_a_subscripts_name_stays_and_a_list_is_translated_by_part(
     assert twins.translate("fits; 2 nodes") == ("放得下；2 个节点", None)
     assert twins.translate("fits; 2 books") == ("放得下；2 books",
                                                 "2 books")
+
+
+def test_a_chinese_label_draws_its_math_as_plain_letters(catalog, capfd):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    catalog["data-parallel GPUs $N_d$"] = "数据并行 GPU 数 $N_d$"
+    assert twins.plain_math("数据并行 GPU 数 $N_d$") == "数据并行 GPU 数 N_d"
+    assert twins.plain_math(r"$16\Psi/N_d$ GB") == r"$16\Psi/N_d$ GB"
+    fig, ax = plt.subplots()
+    ax.set_xlabel("data-parallel GPUs $N_d$")
+    svg = twins.figure_svg(fig)[0]
+    assert "数据并行 GPU 数 N_d" in svg
+    assert "glyph" not in capfd.readouterr().err      # nothing printed
+    assert ax.get_xlabel() == "data-parallel GPUs $N_d$"
+    plt.close(fig)
+
+
+def test_the_extension_gives_every_table_and_figure_its_twin(catalog):
+    """As a chapter's kernel does (and MyST-NB's glue, which formats
+    with the same shell)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from IPython.core.formatters import format_display_data
+    from IPython.core.interactiveshell import InteractiveShell
+    twins.load_ipython_extension(InteractiveShell.instance())
+    df = pd.DataFrame({"strategy": ["ddp"]})
+    fig, ax = plt.subplots()
+    for obj in (df, df.style, fig):
+        bundle, _ = format_display_data(obj)
+        assert twins.MIME in bundle, type(obj)
+    assert "策略" in format_display_data(df)[0][twins.MIME]["html"]
+    plt.close(fig)
