@@ -277,7 +277,6 @@ def build(src: Path, out: Path, jobs: int, strict: bool,
 def main(argv=None) -> int:
     """A quick look at a few pages in both languages (``--pages``); the
     whole book is ``scripts/build_book.py``."""
-    import build_book          # stages the sources (it imports this file)
     from labkit.launch import checkout_pythonpath   # as build_book does
     os.environ["PYTHONPATH"] = checkout_pythonpath()
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
