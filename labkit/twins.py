@@ -46,13 +46,14 @@ PROPER = frozenset("""
 """.split())
 # the course's lowercase names that code prints (a strategy, a backend,
 # a schedule): identifiers, the same in both editions
-NAMES = frozenset("ddp fsdp gpipe gloo nccl cpu gpu".split())
+NAMES = frozenset("ddp fsdp gpipe gloo nccl cpu gpu rank all-reduce "
+                  "all-gather reduce-scatter all-to-all".split())
 # unit symbols with lowercase letters: a quantity, not a word
 UNITS = frozenset("ms us ns s min GiB MiB KiB TiB Gbit Gbps GHz MHz "
                   "dB px".split())
-_IDENT = re.compile(r"[_=<>\\{}]|[A-Za-z]\.[A-Za-z]|\(\)|^-"
+_IDENT = re.compile(r"[_=<>\\{}]|::|[A-Za-z]\.[A-Za-z]|\(\)|^-"
                     r"|[A-Za-z][0-9]|[0-9][a-z]")
-_WORD = re.compile(r"[A-Za-z][A-Za-z'’]*")
+_WORD = re.compile(r"[A-Za-z][A-Za-z'’]*(?:-[A-Za-z]+)*")   # all-gather
 _MATH = re.compile(r"\$[^$]*\$")
 
 
@@ -67,7 +68,8 @@ def english_words(text: str) -> list[list[str]]:
         if _IDENT.search(token):
             runs, run = runs + [run], []
             continue
-        for piece in re.split(r"([A-Za-z][A-Za-z'’]*)", token):
+        for piece in re.split(r"([A-Za-z][A-Za-z'’]*(?:-[A-Za-z]+)*)",
+                              token):
             if _WORD.fullmatch(piece):
                 if (len(piece) > 1 and re.search("[a-z]", piece)
                         and piece not in PROPER | UNITS | NAMES):
@@ -157,14 +159,17 @@ def figure_svg(fig) -> tuple[str, list[str]]:
     English left without Chinese; the figure itself is left as it was."""
     import matplotlib as mpl
     from matplotlib.text import Text
-    from matplotlib.ticker import FixedFormatter
     from matplotlib.category import StrCategoryFormatter
+    from matplotlib.ticker import (FixedFormatter, FormatStrFormatter,
+                                   FuncFormatter, StrMethodFormatter)
+    named = (FixedFormatter, StrCategoryFormatter, FuncFormatter,
+             StrMethodFormatter, FormatStrFormatter)   # set_yticks(..., labels)
     missing, undo = [], []
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
             for which in ("major", "minor"):
                 f = getattr(axis, f"get_{which}_formatter")()
-                if isinstance(f, (FixedFormatter, StrCategoryFormatter)):
+                if isinstance(f, named):
                     setter = getattr(axis, f"set_{which}_formatter")
                     setter(_wrapped(f, missing))
                     undo.append(lambda s=setter, f=f: s(f))

@@ -232,12 +232,15 @@ def test_calculators_speak_the_pages_language():
     assert seen and not bad, "\n".join(bad)
 
 
-def _svg_text(page: Path, img) -> str:
+def _svg_texts(page: Path, img) -> list[str]:
+    """The text elements of a figure's SVG twin (a title, a label, a
+    legend entry, a tick)."""
+    import html
     src = (page.parent / img.get("src", "")).resolve()
     if src.suffix != ".svg" or not src.exists():
-        return ""
-    return " ".join(re.findall(r"<text\b[^>]*>([^<]*)</text>",
-                               src.read_text(encoding="utf-8")))
+        return []
+    return [html.unescape(t) for t in re.findall(
+        r"<text\b[^>]*>([^<]*)</text>", src.read_text(encoding="utf-8"))]
 
 
 def test_no_english_sentence_in_generated_text():
@@ -252,7 +255,8 @@ def test_no_english_sentence_in_generated_text():
             for c in out.select("th, td, caption"):
                 found.append(("table", _text(c)))
             for img in out.select("img"):
-                found.append(("figure", _svg_text(path, img)))
+                found.append(("figure", ""))
+                found += [("figure", t) for t in _svg_texts(path, img)]
         found += [("glued", _text(g)) for g in zh.select("span.pasted-text")]
         for m in zh.select("span.math, div.math"):
             found += [("formula", x) for x in re.findall(
