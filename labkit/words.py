@@ -22,11 +22,21 @@ English twin of a key the page glues with :func:`glue_words`.
 phrase it lacks stops the build with one line naming it: add it here.
 The chapter's ``glue`` is passed in (MyST-NB's, or a test's stand-in).
 A glued table's column and index names get the same treatment with
-:func:`glue_table`.
+:func:`glue_table`. A phrase not in :data:`PHRASES` is looked up in
+``locale/zh_CN/generated.po`` (:func:`catalog`), the one catalog of the
+text code generates: the column titles, sentence cells and figure text
+that :mod:`labkit.twins` puts in Chinese.
 """
 from __future__ import annotations
 
+import functools
 import re
+from pathlib import Path
+
+# the catalog of generated text (msgid: the English the code prints,
+# msgstr: its Chinese; "{}" a computed part kept as it is)
+CATALOG = (Path(__file__).resolve().parent.parent / "locale" / "zh_CN"
+           / "generated.po")
 
 ZH = "__zh"    # suffix of the Chinese twin's glue key
 
@@ -48,8 +58,8 @@ PHRASES = {
     "TFLOP/s per GPU, paper": "每 GPU TFLOP/s，论文",
     "PFLOP/s: GPUs x per GPU": "PFLOP/s：GPU 数 × 每 GPU",
     "PFLOP/s, paper": "PFLOP/s，论文",
-    "GB/GPU (heaviest stage)": "GB/GPU（最重的 stage）",
-    "stage": "stage（阶段）",
+    "GB/GPU (heaviest stage)": "GB/GPU（最重的阶段）",
+    "stage": "阶段",
     "TFLOP/s per GPU": "每 GPU TFLOP/s",
     "layout": "布局",
     # an op's side of the roofline (labkit.predict.roofline.bound)
@@ -61,6 +71,38 @@ PHRASES = {
 }
 
 
+@functools.lru_cache(maxsize=None)
+def catalog(path: Path = CATALOG) -> dict:
+    """``generated.po`` as ``{English: Chinese}`` (translated entries;
+    empty when the file is absent, e.g. an installed labkit)."""
+    if not path.exists():
+        return {}
+    from babel.messages.pofile import read_po
+    with open(path, "rb") as f:
+        cat = read_po(f)
+    return {m.id: m.string for m in cat
+            if m.id and m.string and not m.fuzzy}
+
+
+def lookup(text: str, templates: bool = True) -> str | None:
+    """The Chinese of ``text`` from :data:`PHRASES`, then
+    :func:`catalog`: an exact entry, else (``templates``) a template
+    whose ``{}`` parts are carried over; None when neither has it."""
+    for table in (PHRASES, catalog()):
+        if text in table:
+            return table[text]
+    if not templates:
+        return None
+    for table in (PHRASES, catalog()):   # the longest template first
+        for en in sorted((x for x in table if "{}" in x), key=len,
+                         reverse=True):
+            m = _pattern(en).match(text)
+            if m:
+                return table[en].format(*m.groups())
+    return None
+
+
+@functools.lru_cache(maxsize=None)
 def _pattern(template: str) -> re.Pattern:
     parts = template.split("{}")
     return re.compile("(.+?)".join(map(re.escape, parts)) + r"\Z", re.S)
@@ -68,16 +110,12 @@ def _pattern(template: str) -> re.Pattern:
 
 def zh(value) -> str:
     """The Chinese of a glued English phrase (``str(value)``)."""
-    text = str(value)
-    if text in PHRASES:
-        return PHRASES[text]
-    for en, cn in PHRASES.items():
-        if "{}" in en:
-            m = _pattern(en).match(text)
-            if m:
-                return cn.format(*m.groups())
-    raise KeyError(f"no Chinese for the glued phrase {text!r}: add it to "
-                   "labkit.words.PHRASES")
+    cn = lookup(str(value))
+    if cn is None:
+        raise KeyError(f"no Chinese for the glued phrase {str(value)!r}: "
+                       "add it to locale/zh_CN/generated.po (or "
+                       "labkit.words.PHRASES)")
+    return cn
 
 
 def glue_words(glue, key: str, value, md: bool = False) -> None:

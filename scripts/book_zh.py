@@ -165,7 +165,8 @@ def sphinx(src: Path, out: Path, jobs: int, strict: bool,
     tmp = Path(out) / ".tmp"
     tmp.mkdir(mode=0o700, parents=True, exist_ok=True)
     proc = subprocess.Popen(guard, cwd=ROOT, start_new_session=True,
-                            env=dict(os.environ, TMPDIR=str(tmp)),
+                            env=dict(os.environ, TMPDIR=str(tmp),
+                                     IPYTHONDIR=str(ipython_dir(out))),
                             stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True,
                             errors="replace")
@@ -189,6 +190,17 @@ def sphinx(src: Path, out: Path, jobs: int, strict: bool,
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime
                                                 + before.ru_stime)
     return rc, time.perf_counter() - t0, cpu
+
+
+def ipython_dir(out: Path) -> Path:
+    """The chapters' kernels' IPython folder, private to the build: its
+    profile loads ``labkit.twins``, so every table and figure a chapter
+    shows carries its Chinese twin (drawn by the Chinese build)."""
+    d = Path(out) / ".ipython"
+    conf = d / "profile_default" / "ipython_kernel_config.py"
+    conf.parent.mkdir(parents=True, exist_ok=True)
+    conf.write_text('c.InteractiveShellApp.extensions = ["labkit.twins"]\n')
+    return d
 
 
 def _relay(stream) -> None:

@@ -45,8 +45,8 @@ def test_stamps_in_chinese_keep_every_value():
            "torch": "2.13.0", "date": "2026-11-30T12:00:00+00:00",
            "commit": None, "profile": "cpu"}
     zh = provenance.stamp(cpu, 4, "zh")
-    assert zh == ("CPU 配置（gloo，4 个进程）：cpu: x86_64, 2 cores，torch "
-                  "2.13.0，2026-11-30，提交 未知（配置 cpu）。")
+    assert zh == ("CPU profile（gloo，4 个进程）：cpu: x86_64, 2 cores，torch "
+                  "2.13.0，2026-11-30，提交 未知（profile cpu）。")
     gpu = {**cpu, "gpu_count": 8, "gpu_model": "NVIDIA H100 80GB HBM3",
            "cuda": "12.8", "nccl": "2.27.3", "profile": "gpu8",
            "commit": "abc"}

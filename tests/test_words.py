@@ -37,6 +37,6 @@ def test_glue_table_keeps_the_cells_and_translates_the_names():
     assert en is t and cn.values.tolist() == t.values.tolist()
     assert list(cn.index) == list(t.index)        # identifiers stay
     assert cn.index.name == "布局"
-    assert list(cn.columns) == ["GB/GPU（最重的 stage）", "MFU %",
+    assert list(cn.columns) == ["GB/GPU（最重的阶段）", "MFU %",
                                 "gpipe 激活（GB）"]
     assert list(t.columns)[0] == "GB/GPU (heaviest stage)"   # untouched

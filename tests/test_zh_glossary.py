@@ -3,8 +3,10 @@
 Every term links the section that defines it: each ``{ref}`` target is a
 label of a chapter (``(label)=`` above its heading, the same in both
 editions), each row has at least one link, and the seed cards' own terms
-(★) are all there. The strict build of the Chinese edition resolves the
-same links; this test names a broken one without a build.
+(★) are all there, each written in the cards' Chinese (a term the cards
+write in English is ☆, the card's word beside it). The strict build of
+the Chinese edition resolves the same links; this test names a broken one
+without a build.
 """
 import re
 from pathlib import Path
@@ -15,7 +17,8 @@ REF = re.compile(r"\{ref\}`(?:[^`<]*<)?([^`>]+)>?`")
 DOC = re.compile(r"\{doc\}`([^`]+)`")
 # the seeds' words (issue 32) and the translators' (the lead's list)
 SEED_TERMS = ["显存账", "两层账", "分片", "通信量", "预取", "流水线气泡",
-              "重计算", "算力扩展 vs 显存扩展"]
+              "算力扩展 vs 显存扩展", "重计算"]
+SEEDS = ROOT.parent / "shared" / "seeds"     # the cards, where present
 TERMS = ["常驻参数", "重新分片", "心跳", "平均故障间隔时间", "中转缓冲区",
          "列并行 / 行并行", "部分和", "残差流", "词表并行", "分组查询注意力",
          "在线 softmax", "因果掩码", "环形注意力",
@@ -64,3 +67,24 @@ def test_the_seeds_and_the_translators_terms_are_there():
     assert not missing
     seeds = [r[0] for r in rows() if "★" in r[0]]
     assert all(any(t in s for s in seeds) for t in SEED_TERMS[:7])
+
+
+def test_a_starred_term_is_the_cards_own_chinese():
+    """★ marks the cards' words: each is in the cards' text; a concept
+    they write in English (Offload, bucket) is ☆ with their word."""
+    import pytest
+    cards = list(SEEDS.glob("*.txt"))
+    if not cards:
+        pytest.skip(f"no seed cards at {SEEDS}")
+    text = "".join(p.read_text(encoding="utf-8") for p in cards)
+    bad = []
+    for zh, *_ in rows():
+        if "★" in zh:
+            words = re.split(r"[、（）()★/]| vs ", zh.split("★")[0])
+            bad += [w.strip() for w in words
+                    if w.strip() and w.strip() not in text]
+        if "☆" in zh:
+            word = re.search(r"卡片：([^）]+)）", zh)
+            if not word or word.group(1) not in text:
+                bad.append(zh)
+    assert not bad, bad

@@ -11,7 +11,12 @@ there should be one. For every page of both editions:
 - section, exercise, solution, admonition, table and figure counts match;
 - on a translated page (not in ``locale/zh_CN/UNTRANSLATED``): the numbers
   of the prose are the same multiset, and no paragraph, heading or table
-  cell is left in English.
+  cell is left in English;
+- no text code generated on a Chinese page (a table's cells, a figure's
+  text, a glued phrase, the words inside a formula) holds an English
+  sentence (``labkit.twins.sentence``: three English words in a row, less
+  proper names, identifiers and units). A chapter's printed output stays
+  as the command prints it.
 """
 import copy
 import functools
@@ -23,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from labkit.twins import sentence
 from labkit.words import untwin
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -123,10 +129,20 @@ def test_same_glued_values_outputs_and_figures():
                        f"Chinese only {dict(zh_only)}")
         for what, sel, get in (
                 ("cell outputs", "div.cell_output", _output),
-                ("figures", "img", lambda i: Path(i.get("src", "")).name)):
+                ("figures", "img", lambda i: Path(i.get("src", "")).stem)):
             a = [get(x) for x in en.select(sel)]
             b = [get(x) for x in zh.select(sel)]
-            if a != b:
+            if what == "figures":     # a figure's twin: its own SVG
+                a, b = len(a), len(b)
+            if a != b and what == "cell outputs" and len(a) == len(b):
+                # a table's twin (labkit.twins): its words in Chinese,
+                # every number the same
+                a, b = ([sorted(Z.NUMBER.findall(x)) for x in y]
+                        for y in (a, b))
+            if a != b and what == "figures":
+                bad.append(f"{page}: {a} figures in English, {b} in "
+                           "Chinese")
+            elif a != b:
                 first = next((i for i, (x, y) in enumerate(zip(a, b))
                               if x != y), min(len(a), len(b)))
                 bad.append(f"{page}: {what} differ at #{first} "
@@ -214,3 +230,40 @@ def test_calculators_speak_the_pages_language():
                     b.select_one("p.calc-command code").get_text():
                 bad.append(f"{page}: the worked examples differ")
     assert seen and not bad, "\n".join(bad)
+
+
+def _svg_texts(page: Path, img) -> list[str]:
+    """The text elements of a figure's SVG twin (a title, a label, a
+    legend entry, a tick)."""
+    import html
+    src = (page.parent / img.get("src", "")).resolve()
+    if src.suffix != ".svg" or not src.exists():
+        return []
+    return [html.unescape(t) for t in re.findall(
+        r"<text\b[^>]*>([^<]*)</text>", src.read_text(encoding="utf-8"))]
+
+
+def test_no_english_sentence_in_generated_text():
+    """Tables, figures, glued phrases and the words in formulas, on every
+    Chinese page: the twins (labkit.twins, book/_ext/zh_twins.py) carry
+    the Chinese of locale/zh_CN/generated.po."""
+    bad, seen = [], Counter()
+    for page, _, (_, zh) in pairs():
+        path = ZH / f"{page}.html"
+        found = []
+        for out in zh.select("div.cell_output, div.pasted-block, figure"):
+            for c in out.select("th, td, caption"):
+                found.append(("table", _text(c)))
+            for img in out.select("img"):
+                found.append(("figure", ""))
+                found += [("figure", t) for t in _svg_texts(path, img)]
+        found += [("glued", _text(g)) for g in zh.select("span.pasted-text")]
+        for m in zh.select("span.math, div.math"):
+            found += [("formula", x) for x in re.findall(
+                r"\\text\{([^{}]*)\}", m.get_text())]
+        for kind, text in found:
+            seen[kind] += 1
+            run = sentence(text)
+            if run:
+                bad.append(f"{page}: {kind}: \"{run}\" in \"{text[:70]}\"")
+    assert seen["table"] and seen["figure"] and not bad, "\n".join(bad)

@@ -63,7 +63,7 @@ LABELS = {
            "rank": "rank {r}",
            "plot": "时间（以 --forward 为单位）；蓝色为前向，橙色为反向；"
                    "一步 {step}",
-           "title": "{schedule} 时间线：p={p}，m={m}，气泡 {bubble}"},
+           "title": "{schedule} 时间线：p={p}，m={m}，气泡率 {bubble}"},
 }
 
 

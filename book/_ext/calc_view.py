@@ -57,7 +57,7 @@ WORDS = {
                 "通信约 {time}。",
         "flops": "一次迭代在 {gpus} 张 GPU 上耗时 {time}：每秒 {tok} 个 "
                  "token，MFU {mfu}（HFU {hfu}）。",
-        "pipe": "气泡占比 {bubble}（模拟 {sim}）：一步耗时 {step} 个 "
+        "pipe": "气泡率 {bubble}（模拟 {sim}）：一步耗时 {step} 个 "
                 "--forward 单位，理想为 {ideal}（{p} 个阶段、{m} 个微批次）。",
         "params": "参数", "grads": "梯度", "optimizer": "优化器状态",
         "transient": "聚合的权重", "gpu_bar": "GPU", "cpu_bar": "CPU",

@@ -88,10 +88,10 @@ STAMP = {
            "tail": "torch {torch}，{date}，提交 {commit}",
            "unknown": "未知",
            "gpu": "测量于 {n}\u00d7 {model}，{tail}，CUDA {cuda}，"
-                  "NCCL {nccl}（配置 {profile}）。",
+                  "NCCL {nccl}（profile {profile}）。",
            "processes": "，{n} 个进程",
-           "cpu": "CPU 配置（gloo{procs}）：{device}，{tail}"
-                  "（配置 {profile}）。"},
+           "cpu": "CPU profile（gloo{procs}）：{device}，{tail}"
+                  "（profile {profile}）。"},
 }
 # the facts of a provenance record that the stamp says
 STAMPED = ("device", "gpu_count", "gpu_model", "torch", "cuda", "nccl",
