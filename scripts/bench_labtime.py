@@ -182,11 +182,13 @@ def constants() -> dict:
             for k, v in out.items()}
 
 
-def slowdown(seconds: float = 3.0) -> float:
+def slowdown(seconds: float = 3.0, threads: int | None = None) -> float:
     """Wall over CPU time of one thread multiplying 256 x 256 matrices for
     ``seconds`` of wall: how much longer than its own work a process
     waits for a core here, now."""
     import torch
+    if threads:
+        torch.set_num_threads(threads)
     a = torch.randn(256, 256)
     w, c = time.perf_counter(), time.process_time()
     while time.perf_counter() - w < seconds:
@@ -265,7 +267,6 @@ def run_labs(only=()) -> tuple[dict[str, float], list[str]]:
 def add_labs(only: list[str], runs: Path | None, out: Path) -> int:
     """``--only``: the named labs measured now, written into the table
     at ``out`` beside its labs and constants, and listed in ``apart``."""
-    import torch
     from run_labs import discover
     unknown = sorted(set(only) - set(discover()))
     if unknown or not out.exists():
@@ -280,7 +281,6 @@ def add_labs(only: list[str], runs: Path | None, out: Path) -> int:
         raise SystemExit(f"no complete run of {', '.join(missing)}; "
                          f"{out} unchanged")
     load.append(os.getloadavg()[0])
-    torch.set_num_threads(1)
     table["labs"] = dict(sorted({**table["labs"], **labs}.items()))
     apart = [{**e, "labs": [n for n in e["labs"] if n not in labs]}
              for e in table.get("apart", [])]
@@ -288,7 +288,7 @@ def add_labs(only: list[str], runs: Path | None, out: Path) -> int:
     table["apart"] = [e for e in apart if e["labs"]] + [{
         "labs": sorted(labs), "ran": when, "load_average": None if runs
         else [round(x, 2) for x in load],
-        "slowdown": None if runs else round(slowdown(), 3)}]
+        "slowdown": None if runs else round(slowdown(threads=1), 3)}]
     out.write_text(json.dumps(table, indent=1) + "\n")
     print(f"{', '.join(f'{n} {s:.1f} s' for n, s in labs.items())}; "
           f"written to {out}")
