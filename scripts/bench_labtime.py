@@ -4,6 +4,7 @@ the table ``labkit.predict.labtime`` reads and its test holds it to.
     python scripts/bench_labtime.py                      # constants + labs
     python scripts/bench_labtime.py --from _build/labs/cpu   # labs' run.json
     python scripts/bench_labtime.py --constants-only     # keep the labs
+    python scripts/bench_labtime.py --only schedules     # add one lab
 
 What a lab on the CPU profile spends its time on is start-up and a few
 framework calls, not FLOPs, so the plan (``labkit.predict.labtime``) is
@@ -45,7 +46,12 @@ cpu`` (``--from``: its ``run.json`` files) or are run here, one lab at a
 time. Everything is written, with the machine's cores and load average
 before and after, to ``labkit/predict/labtime/cpu.json``: a shared
 machine's speed varies between hours, so the constants and the labs are
-measured in one sitting, and the table says when.
+measured in one sitting, and the table says when. A lab added after
+that sitting (``--only``, repeatable) is run alone and written into the
+existing table beside the others, which keep their seconds, and the
+constants theirs; ``apart`` lists such labs with when they ran, the load
+average before and after, and the ``slowdown`` at the time, so a reader
+sees which seconds were not measured with the constants.
 """
 from __future__ import annotations
 
@@ -176,11 +182,13 @@ def constants() -> dict:
             for k, v in out.items()}
 
 
-def slowdown(seconds: float = 3.0) -> float:
+def slowdown(seconds: float = 3.0, threads: int | None = None) -> float:
     """Wall over CPU time of one thread multiplying 256 x 256 matrices for
     ``seconds`` of wall: how much longer than its own work a process
     waits for a core here, now."""
     import torch
+    if threads:
+        torch.set_num_threads(threads)
     a = torch.randn(256, 256)
     w, c = time.perf_counter(), time.process_time()
     while time.perf_counter() - w < seconds:
@@ -224,13 +232,14 @@ def roofline_step() -> dict:
                                     for r in pred["ops"]), 6)}
 
 
-def from_runs(folder: Path) -> tuple[dict[str, float], list[str]]:
+def from_runs(folder: Path, only=()) -> tuple[dict[str, float], list[str]]:
     """Each lab's seconds from a runner's ``run.json`` (its last complete
     run, ``<lab>/``), and when the first and the last finished."""
     labs, when = {}, []
     for f in sorted(folder.glob("*/run.json")):
         r = json.loads(f.read_text())
-        if r.get("status") == "ok" and f.parent.name == r["lab"]:
+        if r.get("status") == "ok" and f.parent.name == r["lab"] and (
+                not only or r["lab"] in only):
             labs[r["lab"]] = r["seconds"]
             when.append(r["finished"])
     if not labs:
@@ -238,12 +247,14 @@ def from_runs(folder: Path) -> tuple[dict[str, float], list[str]]:
     return labs, [min(when), max(when)]
 
 
-def run_labs() -> tuple[dict[str, float], list[str]]:
+def run_labs(only=()) -> tuple[dict[str, float], list[str]]:
     import run_labs as R
     os.environ["PYTHONPATH"] = R.checkout_pythonpath()
     profile = R.load_profile("cpu")
     labs, start = {}, dt.datetime.now().isoformat(timespec="seconds")
     for name, nb in R.discover().items():
+        if only and name not in only:
+            continue
         status, seconds, _ = R.run_lab(name, nb, "cpu",
                                        profile.get(name) or {},
                                        out=ROOT / "_build" / "labtime")
@@ -253,6 +264,37 @@ def run_labs() -> tuple[dict[str, float], list[str]]:
     return labs, [start, dt.datetime.now().isoformat(timespec="seconds")]
 
 
+def add_labs(only: list[str], runs: Path | None, out: Path) -> int:
+    """``--only``: the named labs measured now, written into the table
+    at ``out`` beside its labs and constants, and listed in ``apart``."""
+    from run_labs import discover
+    unknown = sorted(set(only) - set(discover()))
+    if unknown or not out.exists():
+        raise SystemExit(f"no lab {', '.join(unknown)} in labs/" if unknown
+                         else f"{out} is missing: run python "
+                         "scripts/bench_labtime.py first")
+    table = json.loads(out.read_text())
+    load = [os.getloadavg()[0]]
+    labs, when = from_runs(runs, only) if runs else run_labs(only)
+    missing = sorted(set(only) - set(labs))
+    if missing:
+        raise SystemExit(f"no complete run of {', '.join(missing)}; "
+                         f"{out} unchanged")
+    load.append(os.getloadavg()[0])
+    table["labs"] = dict(sorted({**table["labs"], **labs}.items()))
+    apart = [{**e, "labs": [n for n in e["labs"] if n not in labs]}
+             for e in table.get("apart", [])]
+    # the load and slowdown of the hour they ran; unknown for --from's
+    table["apart"] = [e for e in apart if e["labs"]] + [{
+        "labs": sorted(labs), "ran": when, "load_average": None if runs
+        else [round(x, 2) for x in load],
+        "slowdown": None if runs else round(slowdown(threads=1), 3)}]
+    out.write_text(json.dumps(table, indent=1) + "\n")
+    print(f"{', '.join(f'{n} {s:.1f} s' for n, s in labs.items())}; "
+          f"written to {out}")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--from", dest="runs", type=Path,
@@ -260,10 +302,19 @@ def main(argv=None) -> int:
                     "the labs' seconds from its run.json files")
     ap.add_argument("--constants-only", action="store_true",
                     help="measure the constants, keep the table's labs")
+    ap.add_argument("--only", action="append", default=[],
+                    metavar="LAB", help="measure only this lab (again "
+                    "for more) into the existing table, keeping the "
+                    "other labs and the constants")
     ap.add_argument("--out", type=Path, default=TABLE)
     a = ap.parse_args(argv)
+    if a.only and a.constants_only:
+        ap.error("--only adds labs; --constants-only keeps them")
+    if a.only:
+        return add_labs(a.only, a.runs, a.out)
     load = [os.getloadavg()[0]]
     t0 = time.perf_counter()
+    old = {}
     if a.constants_only:
         old = json.loads(a.out.read_text())
         labs, when = old["labs"], old.get("labs_ran")
@@ -278,7 +329,8 @@ def main(argv=None) -> int:
              "finished": dt.datetime.now().isoformat(timespec="seconds"),
              "labs_ran": when,
              "constants": const, "labs": labs,
-             "roofline_step": roofline_step()}
+             "roofline_step": roofline_step(),
+             **({"apart": old["apart"]} if old.get("apart") else {})}
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(table, indent=1) + "\n")
     print(json.dumps(const, indent=1))

@@ -23,6 +23,13 @@ OUTSIDE = {
                          "than the lab ran",
     "sharding": "its DDP bucket-cap runs cost less than the FSDP2 run "
                 "the benchmark prices every run at",
+    # measured apart (the table's "apart"), at half the constants'
+    # slowdown: the kernel and the launch priced at the constants' hour
+    # take longer than the whole lab took at its own
+    "schedules": "measured apart, at a quieter hour than the constants "
+                 "that price its kernel and launch",
+    "optimizers": "measured apart, at a quieter hour than the constants "
+                  "that price its kernel and launch",
 }
 
 
@@ -61,6 +68,33 @@ def test_a_lab_is_priced_from_its_parts():
                                       "fsdp": [], "steps": 0}, const, 2)
     assert z.parts["work"][0] == pytest.approx(3.0 + 2 * 1.0)
     assert machine.launch_s(const, 3) == 10.0
+
+
+def test_labs_18_and_19_are_priced_from_their_loops():
+    """Lab 18: every rank builds the whole model once for the reference
+    and once per schedule, and computes 6 FLOPs per row and weight for
+    the reference's step and for its 1/p of each schedule's 1 + repeats
+    steps. Lab 19: one FSDP2 run per optimizer and per Muon mode, each
+    rank stepping on its share of the global batch."""
+    s = {"world_size": 2, "schedules": ["1f1b", "zbv"], "layers": 4,
+         "hidden": 8, "micro_batch": 2, "pp_microbatches": 4,
+         "repeats": 1}
+    (la,) = labs.work("schedules", s).launches
+    step = 6 * 4 * 2 * 8 * 8 * 4
+    assert (la.ranks, la.runs) == (2, 2)
+    assert la.flops == step * (1 + 2 * 2 / 2)
+    assert la.values == 3 * 4 * (8 * 8 + 8)
+    lo, hi = labtime.gpu_estimate("schedules", s).parts["work"]
+    assert lo == pytest.approx(la.values / machine.HOST_INIT_VALUES_S[0]
+                               + la.flops / (machine.GPU_FP32_FLOPS *
+                                             machine.MATMUL_EFFICIENCY[0]))
+    o = labs.work("optimizers", {"world_size": 2, "batch": 8, "steps": 3,
+                                 "optimizers": ["adamw", "muon"],
+                                 "muon_modes": ["gather", "dealt"],
+                                 "reference": True})
+    (la,) = o.launches
+    assert (la.runs, la.steps, la.batch, la.builds, la.sequences) == (
+        4, 3, 4, 1, 24)
 
 
 def test_gpu_plan_is_a_range_with_its_set_up():

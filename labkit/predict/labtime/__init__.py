@@ -108,15 +108,16 @@ def cpu_estimate(name: str, section: dict, const: dict,
         if la.colossalai:
             start += (const.get("colossalai_import_s") or 0.0) * \
                 share(la.ranks)
-        step = slow * _step_s(w.shape, per_rank(section, la.ranks),
-                              const["peak_flops"], const["bandwidth"], 4)
+        step = slow * _step_s(w.shape, la.batch or per_rank(
+            section, la.ranks), const["peak_flops"], const["bandwidth"], 4)
         one = slow * _step_s(w.shape, 1, const["peak_flops"],
                              const["bandwidth"], 4)
         run += share(la.ranks) * (
             la.runs * const["run_s"] + la.deepspeed *
             const["deepspeed_run_s"] + (la.runs + la.deepspeed) *
             la.steps * step + la.builds * const["build_s"] +
-            la.sequences * one)
+            la.sequences * one + slow * la.flops / const["peak_flops"])
+        # a run's build is in run_s: ``values`` are priced on a GPU only
         comp += const["compile_s"] if la.compile else 0.0
         wait += la.wait_s
     run += w.builds * const["build_s"]
@@ -141,6 +142,8 @@ def gpu_estimate(name: str, section: dict, ops: int = 0) -> Estimate:
                       M.NCCL_INIT_S[end]) * (1 + la.restarts)
             wait += la.wait_s
             comp += M.COMPILE_S[end] if la.compile else 0.0
+            run += la.values / M.HOST_INIT_VALUES_S[end] + la.flops / (
+                M.GPU_FP32_FLOPS * M.MATMUL_EFFICIENCY[end])
             if not w.shape or not (la.runs + la.deepspeed + la.builds):
                 continue
             psi = lab_params(w.shape)
@@ -151,8 +154,8 @@ def gpu_estimate(name: str, section: dict, ops: int = 0) -> Estimate:
                               link=section.get("link") or "nvlink4")
                 comm = {ph: sum(x.seconds for x in c if x.phase == ph)
                         for ph in ("forward", "backward")}
-            step = _step_s(w.shape, per_rank(section, la.ranks), peak, bw,
-                           2, M.MATMUL_EFFICIENCY[end], comm)
+            step = _step_s(w.shape, la.batch or per_rank(section, la.ranks),
+                           peak, bw, 2, M.MATMUL_EFFICIENCY[end], comm)
             one = _step_s(w.shape, 1, peak, bw, 2,
                           M.MATMUL_EFFICIENCY[end])
             run += (la.runs + la.deepspeed + la.builds) * \

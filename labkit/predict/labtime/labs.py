@@ -29,6 +29,12 @@ class Launch:
     wait_s: float = 0.0        # a planted hang's process-group timeout
     colossalai: bool = False   # .venv-colossalai's interpreter
     compile: bool = False      # torch.compile's warm-up in the ranks
+    batch: int = 0             # sequences a rank's step trains, when
+    #                            not the section's (per_rank)
+    flops: float = 0.0         # fp32 FLOPs each rank computes outside
+    #                            a GPT step (lab 18's Linear blocks)
+    values: int = 0            # values each rank initialises for a
+    #                            model not of ``shape`` (lab 18's)
 
 
 @dataclass
@@ -199,6 +205,36 @@ def hangs(p):
                    if f in HANG_FAULTS])
 
 
+def schedules(p):
+    """runs/schedules/run.py: each rank builds the whole model of
+    ``layers`` Linear(h, h) blocks and computes its gradients on the
+    step's ``m`` micro-batches in one process (the reference), then per
+    schedule builds it again, cuts its stages and runs ``1 + repeats``
+    steps, a rank's stages holding 1/p of the blocks. A block's forward
+    is one matmul, its backward two: 6 FLOPs per row and weight."""
+    p_, sched = p.get("world_size", 2), _n(p, "schedules", 1)
+    h, layers = p.get("hidden", 64), p.get("layers", 8)
+    step = 6.0 * p.get("pp_microbatches", 4) * p.get("micro_batch", 8) * \
+        h * h * layers
+    return Work([Launch(p_, sched, flops=step * (
+        1 + sched * (1 + p.get("repeats", 2)) / p_),
+        values=(1 + sched) * layers * (h * h + h))])
+
+
+def optimizers(p):
+    """runs/optimizers: every optimizer, then Muon once per way to its
+    matrices, each a fresh FSDP2 run of ``steps`` steps on the global
+    ``batch`` split over the ranks; with ``reference`` rank 0 first
+    trains Muon in one process on the whole batch. (Newton-Schulz's
+    FLOPs, a few ms a step at these sizes, are not priced.)"""
+    ws, steps, b = p.get("world_size", 2), p.get("steps", 8), \
+        p.get("batch", 8)
+    ref = bool(p.get("reference"))
+    return Work([Launch(ws, _n(p, "optimizers") + _n(p, "muon_modes"),
+                        steps=steps, batch=max(1, b // ws), builds=ref,
+                        sequences=ref * steps * b)])
+
+
 def generic(p):
     sizes = p.get("world_sizes") or [p.get("world_size", 2)]
     return Work([Launch(n, 1, steps=p.get("steps", 3)) for n in sizes])
@@ -210,7 +246,7 @@ LABS = {"memory": memory, "sharding": sharding, "zero": zero,
         "checkpoint": checkpoint, "colossalai": colossalai,
         "context_parallel": context_parallel, "fit": fit,
         "experts": experts, "precision": precision, "roofline": roofline,
-        "hangs": hangs,
+        "hangs": hangs, "schedules": schedules, "optimizers": optimizers,
         "collectives": lambda p: Work([Launch(n) for n in
                                        p.get("world_sizes") or [2]]),
         "mesh": lambda p: Work([Launch(p.get("world_size", 4),

@@ -37,6 +37,10 @@ def launch_s(const: dict, ranks: int) -> float:
 
 # -- a GPU node: (low, high) seconds unless said otherwise ---------------
 GPU = "h100"               # the chip the gpu profiles are written for
+GPU_FP32_FLOPS = 67e12
+"""The H100 SXM's dense FP32 rate (data sheet: 67 TFLOPS, no tensor
+cores): lab 18's fp32 Linear blocks, torch keeping TF32 off for
+matmuls by default."""
 CUDA_INIT_S = (1.0, 5.0)
 """Per rank: the CUDA context and the first kernel's module load; an
 assumption (lazy loading, CUDA >= 11.7, keeps it to seconds)."""

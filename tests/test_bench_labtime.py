@@ -1,0 +1,43 @@
+"""scripts/bench_labtime.py --only: a lab added after the benchmark's
+sitting goes into the existing table, the rest of it kept, and the table
+says it was measured apart."""
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import bench_labtime as B  # noqa: E402
+
+
+def _run(folder: Path, lab: str, seconds: float, finished: str) -> None:
+    (folder / lab).mkdir(parents=True)
+    (folder / lab / "run.json").write_text(json.dumps(
+        {"lab": lab, "status": "ok", "seconds": seconds,
+         "finished": finished}))
+
+
+def test_only_adds_a_lab_and_says_it_was_measured_apart(tmp_path):
+    out = tmp_path / "cpu.json"
+    shutil.copy(B.TABLE, out)
+    old = json.loads(out.read_text())
+    runs = tmp_path / "runs"
+    _run(runs, "schedules", 12.5, "2026-01-01T10:00:00")
+    _run(runs, "memory", 99.0, "2026-01-01T09:00:00")   # not asked for
+    assert B.main(["--only", "schedules", "--from", str(runs),
+                   "--out", str(out)]) == 0
+    new = json.loads(out.read_text())
+    assert new["labs"] == {**old["labs"], "schedules": 12.5}
+    assert new["constants"] == old["constants"]
+    assert new["apart"][-1] == {
+        "labs": ["schedules"], "ran": ["2026-01-01T10:00:00"] * 2,
+        "load_average": None, "slowdown": None}   # not known for --from
+    assert all("schedules" not in e["labs"] for e in new["apart"][:-1])
+    with pytest.raises(SystemExit, match="no complete"):
+        B.main(["--only", "hangs", "--from", str(runs), "--out", str(out)])
+    with pytest.raises(SystemExit, match="no lab nosuch"):
+        B.main(["--only", "nosuch", "--out", str(out)])
+    assert json.loads(out.read_text()) == new
