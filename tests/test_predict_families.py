@@ -84,7 +84,9 @@ def test_the_planners_stages_sum_to_the_record(name):
 
 def test_a_local_layer_spans_its_window():
     """Sliding window: the eager build computes (and counts) every masked
-    score; the record counts the window's keys only, exactly that less."""
+    score, and so does the record's model FLOPs (PaLM's convention, the
+    causal half counted too); its windowed count is exactly the masked
+    scores less."""
     pytest.importorskip("transformers")
     from labkit.measure.hf_build import measure_config
     cfg = json.loads((CONFIGS / "gemma2-9b.json").read_text())
@@ -93,13 +95,13 @@ def test_a_local_layer_spans_its_window():
                 intermediate_size=128, vocab_size=512, sliding_window=16)
     a = hf_config.read(tiny)
     seq, batch = 32, 2
-    assert attention_span(a, seq) == 2 * seq + 2 * 16
+    assert attention_span(a, seq, windowed=True) == 2 * seq + 2 * 16
+    assert attention_span(a, seq) == 4 * seq
     got = measure_config(tiny, seq=seq, batch=batch)["flops"]
-    mine = arch_flops(a, batch=batch, seq=seq)["model_flops"]
+    mine = arch_flops(a, batch=batch, seq=seq)
+    assert mine["model_flops"] == got
     masked = 3 * 2 * a.heads * 2 * a.head_dim * 2 * (seq - 16)
-    assert got - mine == masked * batch * seq
-    whole = arch_flops(a.with_(window=0, window_layers=()), batch, seq)
-    assert whole["model_flops"] == got
+    assert got - mine["windowed_model_flops"] == masked * batch * seq
 
 
 @pytest.mark.parametrize("key, value", [

@@ -30,8 +30,9 @@ keeps them honest):
   (gpt-oss): parameters, no matmul FLOPs;
 - ``window`` / ``window_layers``: those layers attend to the last
   ``window`` tokens only (Mistral 7B, Jiang et al. 2023, Sec. 2; Gemma 2's
-  alternating local and global layers): a local layer's attention core
-  spans ``min(seq, window)`` keys per query, no bytes of weights;
+  alternating local and global layers): no bytes of weights; model FLOPs
+  count every key as the masked eager build does, and
+  ``windowed_model_flops`` a local layer's ``min(seq, window)`` keys;
 - ``rotary_fraction`` (Phi-1's ``partial_rotary_factor``; GPT-NeoX), the
   soft-caps (Gemma 2, Sec. 2: ``cap tanh(x / cap)`` on scores and
   logits), Gemma's ``query_pre_attn_scalar`` and its embedding scaled by

@@ -146,6 +146,9 @@ class FlopsReport:
     tokens_per_second: float | None = None
     mfu: float | None = None
     hfu: float | None = None
+    # sliding-window layers: the model FLOPs a kernel that skips the
+    # masked keys computes (flops_arch.arch_flops)
+    windowed_model_flops: float | None = None
 
 
 def report(layers: int, hidden: int, heads: int, seq: int, vocab: int,
@@ -190,6 +193,8 @@ def report(layers: int, hidden: int, heads: int, seq: int, vocab: int,
         palm = palm_flops_per_token(mm, layers, heads, hidden // heads,
                                     seq) * tokens
     r = FlopsReport(n, mm, tokens, mf, hf, palm, recompute, gpus)
+    if arch is not None:
+        r.windowed_model_flops = f.get("windowed_model_flops")
     if peak is not None:
         r.peak_tflops = peak_tflops(peak)
     if tflops_per_gpu is not None:
@@ -264,6 +269,10 @@ def main(args) -> int:
             ("model FLOPs / iteration", f"{r.model_flops:.4g}  ({how})"),
             ("  = (6N + 12LHQT) x tokens", f"{r.palm_flops:.4g}  (PaLM)"),
             (f"hardware FLOPs ({r.recompute})", f"{r.hardware_flops:.4g}")]
+    if r.windowed_model_flops is not None:
+        rows.append(("  local layers' window only",
+                     f"{r.windowed_model_flops:.4g}  (a kernel that "
+                     "skips masked keys)"))
     if r.iteration_seconds is not None:
         rows += [("seconds / iteration", f"{r.iteration_seconds:.4g}"),
                  ("tokens / second", f"{r.tokens_per_second:,.0f}"),

@@ -40,12 +40,16 @@ def value_head_dim(a) -> int:
     return a.head_dim
 
 
-def attention_span(a, seq: int) -> int:
-    """Keys each query meets, summed over the layers: ``seq`` on a global
-    layer, ``min(seq, window)`` on a local one (sliding window: Mistral 7B,
-    Jiang et al. 2023, Sec. 2; Gemma 2's local layers). PaLM's ``L T``."""
+def attention_span(a, seq: int, windowed: bool = False) -> int:
+    """Keys each query meets, summed over the layers: PaLM's ``L T``,
+    every key of the sequence on every layer (the causal half and a local
+    layer's masked keys included, as PaLM counts and as transformers'
+    masked attention computes: FlopCounterMode's count). ``windowed``:
+    ``min(seq, window)`` on a local layer instead (sliding window: Mistral
+    7B, Jiang et al. 2023, Sec. 2; Gemma 2's local layers), what a kernel
+    that skips the masked blocks computes."""
     local = len(getattr(a, "window_layers", ()))
-    w = getattr(a, "window", 0) or seq
+    w = (getattr(a, "window", 0) or seq) if windowed else seq
     cross = len(getattr(a, "cross_layers", ()))   # no images: skipped
     return (a.layers - cross - local) * seq + local * min(seq, w)
 
@@ -59,9 +63,10 @@ def arch_flops(a, batch: int, seq: int, recompute: str = "none") -> dict:
     matrices, a mixture of experts counts the ``top_k`` experts a token
     visits. The attention core is ``H Q`` wide (query heads: GQA shares K
     and V, not the scores), and MLA's ``A V`` ``H V`` wide; a local
-    layer (sliding window) meets ``min(seq, window)`` keys (PaLM counts
-    every key of a sequence, the causal half included: a local layer
-    counts its window the same way). Recomputation as Narayanan et al.
+    layer (sliding window) is counted over every key too, as PaLM counts
+    the causal half (FlopCounterMode's count of transformers' masked
+    attention); ``windowed_model_flops`` (records with local layers)
+    counts ``min(seq, window)`` keys there instead. Recomputation as Narayanan et al.
     2021, Eq. 3 and Korthikanti et al. 2022, Sec. 5: full runs every
     layer's forward again (not the output layer), selective the attention
     core. For the
@@ -73,13 +78,18 @@ def arch_flops(a, batch: int, seq: int, recompute: str = "none") -> dict:
         raise ValueError(f"unknown recompute {recompute!r}")
     mm = P.matmul_params(a)
     v = value_head_dim(a)
-    span = attention_span(a, seq)    # L T, a local layer's T its window
+    span = attention_span(a, seq)    # PaLM's L T
     core = 2 * a.heads * (a.head_dim + v) * span  # per token, forward
     tokens = batch * seq
     model = tokens * (6 * mm + 3 * core)
     extra = {"none": 0, "selective": core,
              "full": 2 * (mm - a.vocab * a.hidden) + core}[recompute]
-    return {"params": P.total(a), "matmul_params": mm, "tokens": tokens,
-            "model_flops": float(model),
-            "hardware_flops": float(model + tokens * extra),
-            "palm_flops": float(model)}
+    out = {"params": P.total(a), "matmul_params": mm, "tokens": tokens,
+           "model_flops": float(model),
+           "hardware_flops": float(model + tokens * extra),
+           "palm_flops": float(model)}
+    if getattr(a, "window_layers", ()):   # a local layer's window only
+        near = attention_span(a, seq, windowed=True)
+        out["windowed_model_flops"] = float(
+            tokens * (6 * mm + 3 * 2 * a.heads * (a.head_dim + v) * near))
+    return out
