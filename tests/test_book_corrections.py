@@ -346,7 +346,7 @@ ZH_CORRECTIONS = {
     "50.9": ("13_experts", r"在负载均匀时为 1",
              r"等于 \\alpha"),
     "50 iv-ledger": ("01_memory", r"参数量必须低于",
-                     r"光是模型状态就把参数量限制在 5\.0 ?B"),
+                     r"模型状态就把(参数量限制在|它卡在) 5\.0 ?B"),
     "50 ZeRO-Offload section": ("01_memory", r"2021，第 4\.1 节",
                                 r"第 3 节“Unique Optimal Offload "
                                 r"Strategy”"),
