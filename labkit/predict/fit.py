@@ -28,8 +28,8 @@ rank,
 
 This is an estimate of the peak, not a count: the gradients of the
 activations in backward and the allocator's rounding come on top, so a
-configuration fits when its bytes are at most ``headroom`` (0.8, as
-:func:`labkit.predict.memory.layers_that_fit`) of the budget, and the lab
+configuration fits when its bytes are at most ``headroom`` (0.8) of
+the budget, and the lab
 puts the measured peak beside it. :func:`check` refuses, before anything
 starts, a configuration that does not fit; :func:`plan` lists every configuration with its bytes
 and its predicted step time, and :func:`choose` returns the fitting one

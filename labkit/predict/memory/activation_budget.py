@@ -70,21 +70,27 @@ def activation_bytes_model(layers: int, seq: int, batch: int, hidden: int,
 
 def layers_that_fit(gpu_bytes: float, layers: int, hidden: int, heads: int,
                     vocab: int, seq: int, micro_batch: int,
-                    bytes_per_param: float = 16.0,
-                    headroom: float = 0.8) -> int:
+                    bytes_per_param: float = 16.0) -> int:
     """The most layers, up to ``layers``, one GPU can train (0: none).
 
     Model states ``bytes_per_param x Psi`` (16: mixed-precision Adam, or fp32
-    Adam, ZeRO paper Sec. 3.1) plus the activations of Korthikanti et al.
+    Adam, ZeRO paper Sec. 3.1), the activations of Korthikanti et al.
     2022, Table 2 (16-bit, no recomputation: an upper bound for kernels that
-    keep no attention matrix) must fit in ``headroom`` of the GPU's bytes;
-    the rest is left for the allocator, workspaces and the CUDA context.
+    keep no attention matrix) and the output layer's fp32 logits with their
+    gradient (``8 s b V`` bytes, held together as the backward starts; the
+    table counts the transformer layers only) are what the rank allocates;
+    with the runtime floor on top they must leave the margin of the GPU
+    free: the rule preflight and the rehearsal judge every case by
+    (:func:`labkit.predict.memory.job.on_gpu`).
     """
-    if not gpu_bytes > 0 or not 0 < headroom <= 1:
-        raise ValueError("gpu_bytes must be > 0 and headroom in (0, 1]")
+    from labkit.predict.memory.job import on_gpu
+    if not gpu_bytes > 0:
+        raise ValueError("gpu_bytes must be > 0")
     act = activation_bytes_per_layer(seq, micro_batch, hidden, heads)
+    logits = 8.0 * seq * micro_batch * vocab
     for n in range(layers, 0, -1):
         psi = gpt_params(n, hidden, heads, vocab, seq)
-        if bytes_per_param * psi + n * act <= headroom * gpu_bytes:
+        if on_gpu(bytes_per_param * psi + n * act + logits, 1,
+                  gpu_bytes)["fits"]:
             return n
     return 0
