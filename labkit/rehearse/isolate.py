@@ -121,8 +121,8 @@ def rank_apart(main, world_size, rank, argv, run_dir) -> RankResult:
     if pid == 0:
         os.close(read_fd)
         _child(write_fd, main, world_size, rank, argv, run_dir)
-    os.close(write_fd)
-    try:
+    try:    # from the fork on: an interrupt anywhere leaves no child
+        os.close(write_fd)
         with os.fdopen(read_fd, "rb") as f:
             data = f.read()
         _, status = os.waitpid(pid, 0)
