@@ -28,6 +28,14 @@ def _sizes(sizes, what: str, on_gpu: bool) -> int:
     return world
 
 
+def _known(values, known, what: str, hint: str = "") -> None:
+    """Every one of ``values`` among ``known``; the first that is not is
+    named in one line with the names ``known`` holds."""
+    bad = next((v for v in values if v not in known), None)
+    require(bad is None, f"unknown {what} {bad!r}: one of "
+            f"{', '.join(known)}{hint}")
+
+
 def _gpt_only(config, why: str) -> None:
     """A lab whose lesson is exact for the GPT block only refuses the
     Llama-style one (``model['arch']``), saying why."""

@@ -14,6 +14,7 @@ out, an environment value that is not a string.
 """
 from __future__ import annotations
 
+from labkit.checks.common import _known
 from labkit.checks.rules import require
 
 PROFILES = ("cpu", "gpu1", "gpu8")
@@ -37,9 +38,7 @@ def hangs(profile, world_size, culprit, at, steps, faults, hang_timeout_s,
             f"at must be a step of the run (0..{steps - 1}), got {at!r}")
     require(isinstance(faults, list) and faults,
             f"faults must be a non-empty list, got {faults!r}")
-    bad = [f for f in faults if f not in NAMES] + [None]
-    require(bad[0] is None, f"unknown fault {bad[0]!r}: one of "
-            f"{', '.join(NAMES)}")
+    _known(faults, NAMES, "fault")
     require(timeout_s > 4 * hang_timeout_s + 30,
             f"timeout_s={timeout_s} must leave the planted hang time to "
             f"time out: more than 4 x hang_timeout_s + 30 s")

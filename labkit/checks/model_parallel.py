@@ -7,7 +7,7 @@ Each function takes its lab's parameters by name and raises one
 """
 from __future__ import annotations
 
-from labkit.checks.common import _profile, _sizes
+from labkit.checks.common import _known, _profile, _sizes
 from labkit.checks.rules import require
 
 
@@ -146,9 +146,9 @@ def schedules(profile, world_size, schedules, pp_microbatches, micro_batch,
     on_gpu = _profile(profile)
     _sizes([world_size], "world_size", on_gpu)
     known = ("1f1b",) + SPLIT
-    bad = [s for s in schedules if s not in known] + [None]
-    require(schedules and bad[0] is None, f"unknown schedule {bad[0]!r}: "
-            f"one of {', '.join(known)}")
+    require(schedules, f"schedules must name one at least: one of "
+            f"{', '.join(known)}")
+    _known(schedules, known, "schedule")
     require(layers % (2 * world_size) == 0,
             f"{layers} layers do not split into the V's 2 x {world_size} "
             "stages")

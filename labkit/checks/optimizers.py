@@ -15,6 +15,7 @@ a loss curve.
 """
 from __future__ import annotations
 
+from labkit.checks.common import _known
 from labkit.checks.rules import require
 
 PROFILES = ("cpu", "gpu1", "gpu8")
@@ -33,14 +34,10 @@ def optimizers(profile, world_size, steps, batch, layers, hidden, heads,
             f"steps must be >= 2 (a loss curve), got {steps!r}")
     require(isinstance(optimizers, list) and optimizers,
             f"optimizers must be a non-empty list, got {optimizers!r}")
-    bad = [o for o in optimizers if o not in OPTIMIZERS] + [None]
-    require(bad[0] is None, f"unknown optimizer {bad[0]!r}: one of "
-            f"{', '.join(OPTIMIZERS)}")
+    _known(optimizers, OPTIMIZERS, "optimizer")
     require(isinstance(muon_modes, list),
             f"muon_modes must be a list, got {muon_modes!r}")
-    bad = [m for m in muon_modes if m not in MUON_MODES] + [None]
-    require(bad[0] is None, f"unknown Muon mode {bad[0]!r}: one of "
-            f"{', '.join(MUON_MODES)}")
+    _known(muon_modes, MUON_MODES, "Muon mode")
     require(batch % world_size == 0, f"global batch {batch} does not "
             f"divide by world_size {world_size}")
     require(isinstance(timeout_s, (int, float)) and timeout_s > 0,

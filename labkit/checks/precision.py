@@ -15,6 +15,7 @@ FP8 blocks or over the ranks.
 """
 from __future__ import annotations
 
+from labkit.checks.common import _known
 from labkit.checks.rules import require
 
 PROFILES = ("cpu", "gpu1", "gpu8")
@@ -49,9 +50,7 @@ def precision(profile, world_size, ks, formats, fp8, preset, hidden, ffn,
     """Lab 14. Returns ``on_gpu``."""
     require(profile in PROFILES, f"unknown profile {profile!r}")
     on_gpu = profile != "cpu"
-    bad = [f for f in formats if f not in FORMATS] + [None]
-    require(bad[0] is None, f"unknown precision {bad[0]!r}: one of "
-            f"{', '.join(FORMATS)} (FP8 is the fp8 parameter)")
+    _known(formats, FORMATS, "precision", " (FP8 is the fp8 parameter)")
     require(fp8 in FP8_MODES, f"unknown fp8 mode {fp8!r}: 'emulated' "
             "(scaled casts, fp32 matmul; runs anywhere) or 'scaled_mm' "
             "(a real FP8 GEMM)")

@@ -17,6 +17,7 @@ widths (the profiler's matmuls are told apart by their widths).
 """
 from __future__ import annotations
 
+from labkit.checks.common import _known
 from labkit.checks.rules import require
 
 PROFILES = ("cpu", "gpu1", "gpu8")
@@ -29,17 +30,13 @@ def roofline(profile, model, batch, dtypes, step_dtype, matmul_sizes,
     from labkit.nn.model import GPTConfig
     from labkit.predict.roofline import CHIPS
     require(profile in PROFILES, f"unknown profile {profile!r}")
-    bad = [d for d in dtypes if d not in DTYPES] + [None]
-    require(bad[0] is None, f"unknown dtype {bad[0]!r}: one of "
-            f"{', '.join(DTYPES)}")
+    _known(dtypes, DTYPES, "dtype")
     require(step_dtype in dtypes, f"step_dtype {step_dtype!r} must be "
             f"among the dtypes measured {dtypes}: its peak is the "
             "prediction's")
     require(profile != "cpu" or step_dtype == "fp32", "step_dtype must be "
             "'fp32' on the CPU profile (bf16 training runs on a GPU)")
-    bad = [c for c in chips if c not in CHIPS] + [None]
-    require(bad[0] is None, f"unknown chip {bad[0]!r}: one of "
-            f"{', '.join(sorted(CHIPS))}")
+    _known(chips, sorted(CHIPS), "chip")
     require(len(matmul_sizes) > 0 and len(stream_sizes) > 0,
             "matmul_sizes and stream_sizes need a size each at least")
     config = GPTConfig(**model)          # ValueError for a bad shape
