@@ -1,14 +1,14 @@
 """The two editions of the book: English, then Chinese, chapters run once.
 
     python scripts/build_book.py [--strict] [--student]  # both (make book)
-    python scripts/book_zh.py --pages book/intro book/01_memory labs/01_memory
+    python scripts/build_book.py --pages book/intro book/01_memory
 
 ``scripts/build_book.py`` stages the sources (labs, stamps, handouts, the
 student edition's changes) and calls :func:`build`: English to
 ``_build/html``, Chinese to ``_build/html/zh``; every page links its twin
-in the other language (``book/_ext/lang_switch.py``). This file's own
-command line is a quick look while translating: ``--pages`` cuts the table
-of contents to those pages and stages no assignment handouts.
+in the other language (``book/_ext/lang_switch.py``). A quick look
+while translating is ``build_book.py --pages``: :func:`cut_toc` cuts the
+table of contents to those pages and no assignment handouts are staged.
 
 Why two Sphinx builds of one staged copy: Sphinx translates a page while
 reading it (gettext catalogs, ``locale/zh_CN/LC_MESSAGES/<page>.po``, see
@@ -26,7 +26,6 @@ English edition alone, executed under ``force`` as before.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import resource
 import shutil
@@ -274,34 +273,6 @@ def build(src: Path, out: Path, jobs: int, strict: bool,
     return 0
 
 
-def main(argv=None) -> int:
-    """A quick look at a few pages in both languages (``--pages``); the
-    whole book is ``scripts/build_book.py``."""
-    from labkit.launch import checkout_pythonpath   # as build_book does
-    os.environ["PYTHONPATH"] = checkout_pythonpath()
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--pages", nargs="+", required=True,
-                    help="only these pages (the first is the root)")
-    ap.add_argument("--labs-from", type=Path)
-    ap.add_argument("--strict", action="store_true")
-    ap.add_argument("--partial", action="store_true")
-    ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
-    ap.add_argument("--out", type=Path, default=ROOT / "_build")
-    a = ap.parse_args(argv)
-    out = a.out.resolve()
-    if out.name != "_build":
-        ap.error("--out must be a folder named _build")
-    try:
-        with build_book.locked(out):
-            src = build_book.stage(
-                a.labs_from.resolve() if a.labs_from else None, out,
-                a.partial)
-            cut_toc(src / "_toc.yml", a.pages)  # no handouts: the labs'
-            return build(src, out, a.jobs, a.strict)  # link then warns
-    except build_book.runlock.RunnerBusy as e:
-        raise SystemExit(f"book_zh: {e}") from None
-
-
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT / "scripts"))
-    sys.exit(main())
+    sys.exit("book_zh: a library; the command is python scripts/"
+             "build_book.py (--pages for a quick look at a few pages)")

@@ -5,6 +5,7 @@
     python scripts/build_book.py --student    # _build/student/_build/html
     python scripts/build_book.py --labs-from labs-gpu8-....tar.gz  # a bundle
     python scripts/build_book.py --english-only   # no _build/html/zh
+    python scripts/build_book.py --pages book/intro book/01_memory  # a look
 
 Both editions are built (``scripts/book_zh.py``): English at ``_build/html``,
 Chinese at ``_build/html/zh``, each chapter executed once for both.
@@ -261,6 +262,9 @@ def main(argv=None) -> int:
                     help="labs missing from --labs-from: shown as committed")
     ap.add_argument("--english-only", action="store_true",
                     help="the English edition alone (no _build/html/zh)")
+    ap.add_argument("--pages", nargs="+",
+                    help="only these pages (the first is the root) and no "
+                    "handouts: a quick look while writing or translating")
     ap.add_argument("--out", type=Path, default=ROOT / "_build",
                     help="build folder (default _build): html/ goes there")
     ap.add_argument("--wait", action="store_true",
@@ -286,7 +290,10 @@ def _build(a, out: Path) -> int:
                         out, a.partial)
     except disk.DiskError as e:
         raise SystemExit(f"build stopped: {e}") from None
-    stage_handouts(src)
+    if a.pages:     # a quick look: no handouts (the labs' links then warn)
+        book_zh.cut_toc(src / "_toc.yml", a.pages)
+    else:
+        stage_handouts(src)
     if a.student:
         student_edition(src)
     if a.no_execute:

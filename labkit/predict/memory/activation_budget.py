@@ -10,6 +10,7 @@ The op-by-op ledger that the labs measure to the byte is
 """
 from __future__ import annotations
 
+from labkit.predict.memory.job import on_gpu
 from labkit.predict.model.params import gpt_params
 
 
@@ -83,7 +84,6 @@ def layers_that_fit(gpu_bytes: float, layers: int, hidden: int, heads: int,
     free: the rule preflight and the rehearsal judge every case by
     (:func:`labkit.predict.memory.job.on_gpu`).
     """
-    from labkit.predict.memory.job import on_gpu
     if not gpu_bytes > 0:
         raise ValueError("gpu_bytes must be > 0")
     act = activation_bytes_per_layer(seq, micro_batch, hidden, heads)
