@@ -50,6 +50,7 @@ def main(argv=None) -> int:
     # here, not at the top: the in-page calculators import COMMANDS in the
     # browser (Pyodide), where cli_rules' signals and files do not exist
     from labkit import cli_rules
+    from labkit.predict.model.hf_config import UnknownFamily
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
@@ -72,7 +73,11 @@ def main(argv=None) -> int:
         # a command whose work varies by orders derives its own limit
         budget = getattr(module, "time_limit", None)
         with cli_rules.time_limit(*(budget(args) if budget else ())):
-            return module.main(args) or 0
+            try:
+                return module.main(args) or 0
+            except UnknownFamily as e:   # transformers' build answers
+                from labkit.measure import hf_build
+                return hf_build.unknown_family(name, args, e) or 0
     except KeyboardInterrupt:
         sys.stderr.write(f"python -m labkit {name}: interrupted\n")
         return 130

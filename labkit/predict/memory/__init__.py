@@ -171,7 +171,11 @@ def real_job(args, rec, strategy: str, kw: dict) -> dict:
     arguments; ``kw``: the ledger's own (precision, offload, ...)."""
     from labkit.predict.memory.frameworks import record_sizes
     from labkit.predict.memory.job import job
-    if rec is None and (args.framework in ("fsdp2", "fsdp1") or (
+    # a family the record does not know: its sizes counted on
+    # transformers' build (labkit.measure.hf_build.unknown_family)
+    sizes = (record_sizes(rec) if rec is not None
+             else getattr(args, "sizes", None))
+    if sizes is None and (args.framework in ("fsdp2", "fsdp1") or (
             args.framework == "deepspeed" and strategy == "zero3")):
         raise ValueError(f"--framework {args.framework} at this stage needs "
                          "the model's layers: give --hf-config or --preset")
@@ -181,4 +185,4 @@ def real_job(args, rec, strategy: str, kw: dict) -> dict:
     return job(args.params, args.gpus, strategy, gpu_mem=args.gpu_mem * GB,
                host_mem=args.host_mem * GB, gpus_per_node=args.gpus_per_node,
                framework=args.framework, floor_kw=floor_kw,
-               sizes=record_sizes(rec) if rec is not None else None, **kw)
+               sizes=sizes, **kw)

@@ -48,6 +48,16 @@ from labkit.predict.model.hf_fields import _bool, _float, _heads, _int, _seq
 from labkit.predict.model.record import Arch
 
 FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gpt2")
+
+
+class UnknownFamily(ValueError):
+    """A ``model_type`` the record does not read (``model_type``): the
+    command line then answers from transformers' own build
+    (:mod:`labkit.measure.any_config`), saying so."""
+
+    def __init__(self, message: str, model_type, source):
+        super().__init__(message)
+        self.model_type, self.source = model_type, source
 EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
 
 
@@ -74,8 +84,10 @@ def read(source) -> Arch:
     except ValueError as e:
         if isinstance(source, dict):
             raise
-        raise ValueError(str(e).replace(
-            "config.json", f"--hf-config {source}", 1)) from None
+        said = str(e).replace("config.json", f"--hf-config {source}", 1)
+        if isinstance(e, UnknownFamily):
+            raise UnknownFamily(said, e.model_type, source) from None
+        raise ValueError(said) from None
 
 
 def _read(source) -> Arch:
@@ -94,11 +106,12 @@ def _read(source) -> Arch:
     if kind in families.FAMILIES:
         return families.read(cfg, source)
     if kind not in FAMILIES:
-        raise ValueError(
+        raise UnknownFamily(
             f"config.json: model_type {kind!r} is not supported "
             f"(supported: {', '.join(FAMILIES + families.FAMILIES)}; "
             f"experts: {', '.join(hf_config_moe.FAMILIES)}; or a "
-            "text_config of one; 'python -m labkit build' measures any)")
+            "text_config of one; 'python -m labkit build' measures any)",
+            kind, source)
     name = Path(source).stem if not isinstance(source, dict) else kind
     if kind == "gpt2":
         return _gpt2(cfg, name)
@@ -121,9 +134,10 @@ def _language_model(cfg: dict, source) -> Arch:
     text = dict(cfg["text_config"])
     sub = text.get("model_type")
     if sub not in TEXT:
-        raise ValueError(f"config.json: model_type {kind!r}: its "
-                         f"text_config's model_type {sub!r} is not "
-                         f"supported (supported: {', '.join(TEXT)})")
+        raise UnknownFamily(f"config.json: model_type {kind!r}: its "
+                            f"text_config's model_type {sub!r} is not "
+                            f"supported (supported: {', '.join(TEXT)})",
+                            kind, source)
     text["model_type"] = TEXT[sub]
     if "tie_word_embeddings" not in text and "tie_word_embeddings" in cfg:
         text["tie_word_embeddings"] = cfg["tie_word_embeddings"]
