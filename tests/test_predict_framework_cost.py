@@ -131,6 +131,24 @@ def test_moe_terms_per_framework():
         moe_terms("jax", dense=1, experts=1, unit=1, reps=1, ep=1)
 
 
+def test_fsdp_shards_the_experts_weights_and_gradients_too():
+    """FSDP runs a MoE layout fully sharded (ZeRO-3) without a pipeline,
+    and keeps a stage's weights whole with one (torchtitan's default,
+    ZeRO-2): 16 or 2 + 14 bytes per parameter over DP x CP, the experts'
+    over the expert-data-parallel ranks."""
+    _, z3, dense, experts = _moe("fsdp2", tp=1, pp=1, dp=8, ep=2)
+    assert z3["zero"] == 3 and z3["name"].endswith("FSDP (ZeRO-3)")
+    assert z3["states_gb"] * GB == pytest.approx(
+        16 * (dense / 8 + experts / 4))
+    assert _sum(z3, "unsharded unit") == _sum(z3, "prefetched unit") > 0
+    _, z2, dense, experts = _moe("fsdp2", tp=1, pp=2, dp=4, ep=2)
+    assert z2["zero"] == 2 and _sum(z2, "unsharded unit") == 0
+    assert z2["states_gb"] * GB == pytest.approx(
+        2 * (dense + experts) + 14 * (dense / 4 + experts / 2))
+    _, meg, _, _ = _moe("megatron", tp=1, pp=1, dp=8, ep=2)
+    assert meg["zero"] == 1 and meg["name"].endswith("ZeRO-1")
+
+
 def test_a_moe_layout_that_fits_only_the_ledger_says_so():
     """Qwen3-30B-A3B on 8 H100s as TP2 x PP2 x DP2 without EP: the
     ledger with its 2 GB reserve fits (79.4 GB), Megatron's fp32
@@ -155,5 +173,6 @@ def test_cli_prices_moe_with_the_framework():
                        capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "headroom" in r.stdout and "megatron's terms" in r.stdout
-    assert "the first: fits with" in r.stdout
+    assert "ZeRO-1: fits with" in r.stdout
+    assert "GB headroom per GPU" in r.stdout
     assert "not megatron's terms and the floor" in r.stdout

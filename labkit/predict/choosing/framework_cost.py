@@ -34,7 +34,8 @@ from labkit.predict.memory.frameworks import (DEEPSPEED_DEFAULTS, DS,
                                               record_sizes)
 from labkit.predict.memory.frameworks import terms as framework_terms
 
-__all__ = ["FRAMEWORKS", "moe_price", "moe_terms", "real_terms"]
+__all__ = ["FRAMEWORKS", "ZERO_NAMES", "moe_price", "moe_terms", "moe_zero",
+           "real_terms"]
 
 
 @functools.lru_cache(maxsize=8)
@@ -77,8 +78,25 @@ TORCHTITAN_EP = ("torchtitan/models/llama4/infra/parallelize.py: "
                  "mesh=dp_mod_ep_mesh)")
 
 
+ZERO_NAMES = {1: "ZeRO-1", 2: "FSDP (ZeRO-2)", 3: "FSDP (ZeRO-3)"}
+
+
+def moe_zero(framework: str, pp: int) -> int:
+    """The ZeRO stage ``framework`` runs a mixture of experts' layout at.
+    Megatron's distributed optimizer and DeepSpeed's MoE: 1, the
+    ledger's. FSDP shards weights and gradients too, the experts over the
+    expert-data-parallel ranks: 3 (``FULL_SHARD``), or 2 with a pipeline,
+    where torchtitan keeps a stage's weights unsharded from forward to
+    backward (``apply_fsdp``: ``reshard_after_forward_policy``
+    "default" is False with PP, "to avoid per-microbatch all-gathers";
+    ``torchtitan/models/llama4/infra/parallelize.py``)."""
+    if framework in ("fsdp2", "fsdp1"):
+        return 3 if pp == 1 else 2
+    return 1
+
+
 def moe_terms(framework: str, *, dense: float, experts: float,
-              unit: float, reps: int, ep: int,
+              unit: float, reps: int, ep: int, zero: int = 1,
               knobs: dict | None = None) -> list[Term]:
     """What ``framework`` adds on one GPU to a mixture of experts'
     ZeRO-1 layout (:func:`labkit.predict.choosing.plan_moe.layout`), whose
@@ -99,9 +117,10 @@ def moe_terms(framework: str, *, dense: float, experts: float,
       every parameter, the experts' in buffers of their own over the
       expert-data-parallel group (``distributed_data_parallel.py:
       expert_parallel_buffers``).
-    - ``fsdp2`` / ``fsdp1``: the prefetched unit and the unit's fp32
-      reduce, as for a dense layout; a layer's experts are a unit of their
-      own, sharded over the expert-data-parallel ranks (torchtitan).
+    - ``fsdp2`` / ``fsdp1`` (``zero``: :func:`moe_zero`): the unit being
+      computed (ZeRO-3), the prefetched one and the unit's fp32 reduce,
+      as for a dense layout; a layer's experts are a unit of their own,
+      sharded over the expert-data-parallel ranks (torchtitan).
     """
     if framework not in FRAMEWORKS:
         raise ValueError(f"--framework must be one of "
@@ -130,20 +149,22 @@ def moe_terms(framework: str, *, dense: float, experts: float,
                      src + "expert_parallel_buffers, over "
                      "get_expert_data_parallel_group()")]
     src = f"{FSDP_SRC[framework]}; {TORCHTITAN_EP}"
-    return [Term("prefetched unit", 2 * unit, 0.0, src),
-            Term("unit gradient, fp32 reduce_dtype", 4 * unit, 0.0, src)]
+    return ([Term("unsharded unit", 2 * unit, 0.0, src)] if zero == 3
+            else []) + [
+        Term("prefetched unit", 2 * unit, 0.0, src),
+        Term("unit gradient, fp32 reduce_dtype", 4 * unit, 0.0, src)]
 
 
 def _moe_real_terms(framework: str, *, dense: float, experts: float,
-                   unit: float, reps: int, ep: int, gpus: int,
-                   allocated: float) -> dict:
+                    unit: float, reps: int, ep: int, zero: int, gpus: int,
+                    allocated: float) -> dict:
     """:func:`real_terms` for a mixture of experts' layout: ``{"framework":
     bytes, "floor": bytes, "terms": [...]}``. The floor counts a ring
     (the non-expert gradients', or TP's and PP's), a second for the
     experts' gradients when the expert-data-parallel group has more than
     one rank, and the all-to-all's ``ep - 1`` peers."""
     ts = moe_terms(framework, dense=dense, experts=experts, unit=unit,
-                   reps=reps, ep=ep)
+                   reps=reps, ep=ep, zero=zero)
     added = sum(t.gpu for t in ts)
     peers = 2 + (2 if reps // ep > 1 else 0) if gpus > 1 else None
     fl = floor(gpus, peers=peers, allocated=allocated + added,
@@ -156,7 +177,7 @@ def _moe_real_terms(framework: str, *, dense: float, experts: float,
 
 def moe_price(framework: str, *, dense: float, experts: float,
               unit: float, reps: int, ep: int, gpus: int, allocated: float,
-              memory: float, reserve: float) -> dict:
+              memory: float, reserve: float, zero: int = 1) -> dict:
     """One GPU of a mixture of experts' layout under ``framework``: the
     ledger's ``allocated`` bytes, the framework's terms and the floor
     (:func:`moe_terms`), against ``memory``. ``fits``, ``reason`` (empty
@@ -164,8 +185,8 @@ def moe_price(framework: str, *, dense: float, experts: float,
     flat ``reserve`` would have fitted), ``verdict`` (the headroom
     sentence) and the terms, in GB."""
     real = _moe_real_terms(framework, dense=dense, experts=experts,
-                           unit=unit, reps=reps, ep=ep, gpus=gpus,
-                           allocated=allocated)
+                           unit=unit, reps=reps, ep=ep, zero=zero,
+                           gpus=gpus, allocated=allocated)
     need = allocated + real["framework"] + real["floor"]
     verdict = headroom_sentence(need, memory)
     fits = need <= memory

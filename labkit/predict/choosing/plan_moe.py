@@ -64,7 +64,8 @@ from labkit.predict import experts as X
 from labkit.predict.model import params as P
 from labkit.predict import roofline as R
 from labkit.predict.model.params_moe import moe_counts
-from labkit.predict.choosing.framework_cost import moe_price
+from labkit.predict.choosing.framework_cost import (ZERO_NAMES, moe_price,
+                                                    moe_zero)
 
 GB = 1e9
 # H800: the H100 with NVLink cut to 400 GB/s both directions; DeepSeek-V3
@@ -129,7 +130,10 @@ def layout(a, tp, pp, dp, ep, seq, micro_batch, gpus_per_node, spec,
     reps = dp * cp               # replicas of the non-expert weights
     dense = (layers * w["layer"] + w["ends"]) / tp
     experts = moe_layers * (a.experts // ep) * w["expert"] / tp
-    states = dense * (4 + 12 / reps) + experts * (4 + 12 / (reps // ep))
+    z = moe_zero(framework, pp)   # FSDP shards weights and grads too
+    states = sum(n * ((2 if z < 3 else 2 / r) + (2 if z < 2 else 2 / r)
+                      + 12 / r) for n, r in ((dense, reps),
+                                             (experts, reps // ep)))
     s = seq // cp                # this rank's part of every sequence
     act = layers * pp * 2 * s * micro_batch * a.hidden
     kv = 2 * micro_batch * s * a.kv_dim * 2         # one K/V block, bf16
@@ -166,14 +170,15 @@ def layout(a, tp, pp, dp, ep, seq, micro_batch, gpus_per_node, spec,
         unit = max(w["layer"], w["ends"],
                    (a.experts // ep) * w["expert"] * bool(moe_layers)) / tp
         real = moe_price(framework, dense=dense, experts=experts,
-                         unit=unit, reps=reps, ep=ep, gpus=tp * cp * pp * dp,
+                         unit=unit, reps=reps, ep=ep, zero=z,
+                         gpus=tp * cp * pp * dp,
                          allocated=total, memory=spec["memory"],
                          reserve=reserve_gb * GB)
         fits, reason = real.pop("fits"), real.pop("reason")
     name = (f"TP{tp} x CP{cp} x PP{pp} x DP{dp} (EP{ep} in DPxCP)"
             if cp > 1 else f"TP{tp} x PP{pp} x DP{dp} (EP{ep} inside DP)")
     return {"tp": tp, "cp": cp, "pp": pp, "dp": dp, "ep": ep,
-            "name": f"{name}, ZeRO-1",
+            "name": f"{name}, {ZERO_NAMES[z]}", "zero": z,
             "states_gb": states / GB, "activations_gb": (act + ring_act)
             / GB, "dispatch_gb": dispatch / GB, "total_gb": total / GB,
             "experts_per_gpu": a.experts // ep,
@@ -238,12 +243,12 @@ def main(args, a=None) -> int:
     from labkit.predict.model import arch
     a = a if a is not None else arch.from_hf_config(args.hf_config)
     seq = args.seq or 4096
+    fw = getattr(args, "framework", "ledger")
+    real = fw != "ledger"
     lays = plan(a, args.gpus, args.gpus_per_node, args.gpu, args.batch,
                 seq, args.micro_batch or 1, args.tp, args.pp, args.ep,
                 args.efficiency, args.reserve_gb, getattr(args, "cp", None),
-                getattr(args, "roofline", False),
-                getattr(args, "framework", "ledger"))
-    real = getattr(args, "framework", "ledger") != "ledger"
+                getattr(args, "roofline", False), fw)
     if not lays:
         raise ValueError("no layout divides these GPUs, batch and experts")
     ok = [x for x in lays if x["fits"]]
@@ -277,17 +282,17 @@ def main(args, a=None) -> int:
                   f"{x['a2a_link']:>10s} {x['a2a_s']:7.2f} "
                   f"{x['ring_s']:7.2f} {x['compute_s']:9.2f}"
                   + ("" if x["fits"] else f"  NO: {x['reason']}"))
-        held = (f"{args.framework}'s terms for the experts and the rest "
-                "and the runtime floor (CUDA context, NCCL ring and "
-                "all-to-all buffers, cuBLAS, allocator slack) per GPU, "
-                "headroom = GB of the GPU less GB/GPU" if real else
-                f"{args.reserve_gb:g} GB reserved per GPU")
+        held = (f"{fw}'s terms (experts included) and the runtime floor "
+                "(CUDA context, NCCL ring and all-to-all buffers, cuBLAS, "
+                "allocator slack), headroom = GB of the GPU less GB/GPU"
+                if real else f"{args.reserve_gb:g} GB reserved per GPU")
         print("assumed: bf16 weights and grads, fp32 Adam sharded over "
-              "replicas (ZeRO-1), full recomputation, 1F1B, a uniform "
-              f"router, matmuls at {args.efficiency:.0%} of peak; a2a "
-              f"not overlapped (DualPipe would hide it); {held}")
+              f"replicas ({'FSDP' if moe_zero(fw, 2) > 1 else 'ZeRO-1'}),"
+              f" full recomputation, 1F1B, a uniform router, matmuls at "
+              f"{args.efficiency:.0%} of peak; a2a not overlapped "
+              f"(DualPipe would hide it); {held}")
         if real and ok:
-            print(f"the first: {ok[0]['verdict']}")
+            print(f"{ok[0]['name']}: {ok[0]['verdict']}")
     if not ok:
         print("no layout fits", file=sys.stderr)
         return 1
