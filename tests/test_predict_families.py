@@ -150,7 +150,8 @@ def test_the_commands_answer_these_families():
 def test_gemma3s_image_text_config_reads_its_language_model():
     """Gemma 3 (image-text): its text_config is Gemma 3's decoder; the
     SigLIP tower and projector are named apart (transformers builds it on
-    the meta device; fake tensors cannot run its initialiser)."""
+    the meta device; labkit build measures it on fake tensors,
+    tests/test_measure_hf_build.py)."""
     text = dict(vocab_size=512, hidden_size=64, intermediate_size=128,
                 num_hidden_layers=2, num_attention_heads=4,
                 num_key_value_heads=2, head_dim=16,
