@@ -101,6 +101,13 @@ MULTIMODAL = {
             num_global_layers=1, attention_heads=2, image_size=28,
             patch_size=14, vision_output_dim=64,
             intermediate_layers_indices=[0])),
+    # Gemma 3 (image-text): SigLIP's initialiser reads a value back, which
+    # a fake tensor has not (the build skips initialisation)
+    "gemma3": dict(NOTOK, mm_tokens_per_image=4, text_config=dict(
+        SMALL, model_type="gemma3_text", head_dim=16),
+        vision_config=dict(num_hidden_layers=1, hidden_size=32,
+                           intermediate_size=64, image_size=28,
+                           num_attention_heads=2, patch_size=14)),
 }
 
 
@@ -115,6 +122,21 @@ def test_a_multimodal_config_is_measured_on_its_language_model(tmp_path,
     a = hf_config.read(path)    # the record: the language model, named
     assert a.multimodal == kind and total(a) == got["params"]
     assert got["flops"] == arch_flops(a, batch=2, seq=SEQ)["model_flops"]
+
+
+def test_gemma3_4b_image_text_at_real_size():
+    """The published Gemma 3 4B (``gemma3-4b-it.json``, written from the
+    model card): the language model built on fake tensors equals the
+    record to the parameter and the FLOP, SigLIP and the projector named
+    apart (4.30 B in all, as the model card says)."""
+    path = ROOT / "tests" / "data" / "hf_configs_families" / \
+        "gemma3-4b-it.json"
+    got = measure_config(path, seq=256, batch=1)
+    a = hf_config.read(path)
+    assert got["params"] == total(a) == 3_880_263_168
+    assert got["params"] + got["other_params"] == 4_300_079_472
+    assert got["language_model"] == "gemma3_text" and got["whole_model"]
+    assert got["flops"] == arch_flops(a, batch=1, seq=256)["model_flops"]
 
 
 def test_grouped_mm_counts_two_m_k_n():

@@ -51,3 +51,16 @@ def test_the_job_suggests_what_fits_with_the_floor():
     assert job(70e9, 15, "zero3", gpu_mem=80e9)["fits"]
     assert not job(70e9, 14, "zero3", gpu_mem=80e9)["fits"]
     assert j["sentence"].startswith("does not fit:")
+
+
+def test_an_all_to_all_has_a_term_of_its_own():
+    # a mixture of experts' dispatch: 2 directions x 2 channels per peer
+    # (NCCL_NCHANNELS_PER_NET_PEER) x 4 MiB x the 7 other EP ranks
+    t = dict((n, b) for n, b, _ in floor(8, a2a_peers=7)["terms"])
+    assert t["nccl all-to-all buffers"] == 2 * 2 * 4 * MIB * 7
+    assert t["nccl buffers"] == 2 * 16 * 4 * MIB * 2
+    four = floor(8, a2a_peers=7, nccl_p2p_channels=4)
+    assert dict((n, b) for n, b, _ in four["terms"])[
+        "nccl all-to-all buffers"] == 2 * 4 * 4 * MIB * 7
+    assert "nccl all-to-all buffers" not in [n for n, _, _ in
+                                             floor(8)["terms"]]

@@ -110,3 +110,28 @@ def test_bad_split_is_one_message():
                  expert_ffn=32)
     with pytest.raises(ValueError, match="plan_moe"):
         SB.layer_params(moe, 1)
+
+
+def _vision():
+    from pathlib import Path
+    from labkit.predict.model import hf_config
+    return hf_config.read(Path(__file__).parent / "data" /
+                          "hf_configs_families" / "llama3.2-11b-vision.json")
+
+
+def test_a_cross_attention_layer_is_priced_by_its_own_parameters():
+    """Llama 3.2 Vision's eight gated cross-attention layers: the same
+    four projections as a self-attention layer, plus per-head q/k norms
+    and two tanh gates, replicated over TP; the stages sum to the
+    record, and a text-only step computes only the self layers."""
+    a = _vision()
+    for tp in (1, 8):
+        extra = SB.cross_layer_params(a, tp) - SB.layer_params(a, tp)
+        assert extra == 2 * a.head_dim + 2
+    for parts in ((40,), (10,) * 4, (9, 11, 10, 10), (5,) * 8):
+        assert sum(SB.stage_params(a, 1, parts, i)
+                   for i in range(len(parts))) == P.total(a)
+    assert [SB.stage_layers(a, (9, 11, 10, 10), i) for i in range(4)] \
+        == [(7, 2), (9, 2), (8, 2), (8, 2)]
+    assert SB.computing_layers(a, (4, 36), 0) == 3    # layer 3: cross
+    assert SB.computing_layers(A.preset("llama3-8b"), (16, 16), 1) == 16

@@ -106,3 +106,20 @@ def test_tensor_parallel_divides_every_weight_as_the_planner_does():
     two = SM.stage_report(a, lay, 4096, 1, 64)
     for x, y in zip(one, two):
         assert y["param_count"] == pytest.approx(x["param_count"] / 2)
+
+
+@pytest.mark.parametrize("pp,zero", [(1, 3), (2, 2)])
+def test_fsdp_stages_shard_weights_and_gradients(pp, zero):
+    """Under --framework fsdp2 a stage's weights (ZeRO-3, no pipeline)
+    and gradients (ZeRO-2 and 3) shard as its optimizer states do: the
+    non-expert part over DP, the experts over the expert-DP ranks."""
+    a = A.from_hf_config(CONFIGS / "mixtral-8x7b.json")
+    lay = M.layout(a, 1, pp, 4, 2, 4096, 1, 8, M.gpu_spec("h100-80gb"), 64,
+                   framework="fsdp2")
+    assert lay["zero"] == zero
+    for s in SM.stage_report(a, lay, 4096, 1, 64):
+        sharded = s["dense"] / 4 + s["experts"] / 2
+        assert s["grads"] == pytest.approx(2 * sharded)
+        assert s["params"] == pytest.approx(
+            2 * (sharded if zero == 3 else s["param_count"]))
+        assert s["optimizer"] == pytest.approx(12 * sharded)

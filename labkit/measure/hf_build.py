@@ -29,6 +29,7 @@ does not know is measured all the same, and the answer says so.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 
@@ -77,6 +78,22 @@ def _auto(cfg):
     return transformers.AutoModelForImageTextToText
 
 
+@contextlib.contextmanager
+def _no_initialisation():
+    """Build without drawing initial values: a fake tensor has none, and
+    an initialiser that reads one back fails on it (SigLIP's
+    ``lecun_normal_`` -> ``trunc_normal_``, Gemma 3's vision tower:
+    ``DataDependentOutputException``). Only ``initialize_weights`` is
+    skipped; ``init_weights`` still ties the tied weights."""
+    from transformers import PreTrainedModel
+    keep = PreTrainedModel.initialize_weights
+    PreTrainedModel.initialize_weights = lambda self: None
+    try:
+        yield
+    finally:
+        PreTrainedModel.initialize_weights = keep
+
+
 def _build(cfg, dtype, attn: str):
     """The model, and the attention it runs: SDPA where transformers has
     it for the family, else eager (Gemma 2's soft-capping, gpt-oss's
@@ -85,7 +102,8 @@ def _build(cfg, dtype, attn: str):
     for impl in dict.fromkeys((attn, "eager")):
         cfg._attn_implementation = impl   # MoE experts: grouped_mm, bf16
         try:
-            return _auto(cfg).from_config(cfg, dtype=dtype), impl
+            with _no_initialisation():
+                return _auto(cfg).from_config(cfg, dtype=dtype), impl
         except ValueError as e:
             if "attention implementation" not in str(e):
                 raise

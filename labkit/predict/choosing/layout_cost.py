@@ -23,7 +23,10 @@ The formulas of chapters 1-6 only (no torch), used by
   (:mod:`labkit.predict.choosing.framework_cost`);
 - time per step: hardware FLOPs (Narayanan et al. 2021, Eq. 3, with the
   recomputation) at ``efficiency`` x the dense bf16 peak, paced by the
-  stage with the most layers; Megatron's TP collectives on the critical
+  stage with the most layers that compute (a cross-attention layer, which
+  a text-only step skips, holds its weights and computes nothing:
+  :func:`labkit.predict.pipeline_parallel.stage_bytes.computing_layers`);
+  Megatron's TP collectives on the critical
   path (:mod:`labkit.predict.tensor_parallel`, 4 per layer and
   micro-batch, 6 with full recomputation) and, when ``tp`` exceeds the
   K/V heads, the all-reduce of the replicated K/V heads' gradients
@@ -143,9 +146,9 @@ def stage_memory(m: Model, lay: Layout, a: Assumptions, stage: int) -> dict:
     per_layer = _sb.layer_activation_bytes(
         rec, s, b, tp=t, sequence_parallel=lay.sequence_parallel,
         recompute=lay.recompute)
-    act = (_part.in_flight(p, lay.microbatches, stage) * parts[stage]
-           * per_layer)
-    if lay.recompute == "full":  # the layer being recomputed, in full
+    busy = _sb.computing_layers(rec, parts, stage)  # cross layers: none
+    act = _part.in_flight(p, lay.microbatches, stage) * busy * per_layer
+    if lay.recompute == "full" and busy:  # the layer being recomputed
         act += _sb.layer_activation_bytes(
             rec, s, b, tp=t, sequence_parallel=lay.sequence_parallel)
     if lay.cp > 1:  # ring attention: the K/V block in use and the next
@@ -224,9 +227,11 @@ def step_time(m: Model, lay: Layout, cl: Cluster, a: Assumptions) -> dict:
     b, t, p, d, mb, c = (lay.micro_batch, lay.tp, lay.pp, lay.dp,
                          lay.microbatches, lay.cp)
     s = m.seq // c             # each context-parallel rank: s/c tokens
-    most = max(lay.partition)  # the slowest stage paces the pipeline
+    busy = [_sb.computing_layers(m.arch, lay.partition, i)
+            for i in range(len(lay.partition))]   # cross layers skipped
+    most = max(busy)           # the slowest stage paces the pipeline
     per_mb = m.hardware_flops(b, lay.recompute)
-    compute_mb = per_mb * most / m.layers / t / c / (peak * a.efficiency)
+    compute_mb = per_mb * most / sum(busy) / t / c / (peak * a.efficiency)
     # TP: 2 collectives forward, 2 backward per layer (+2 recomputed)
     tp_mb = 0.0
     if t > 1:

@@ -11,7 +11,9 @@
 that framework's own terms and the runtime floor instead of the flat
 ``--reserve-gb`` (:mod:`labkit.predict.choosing.framework_cost`): the fit
 test and GB/GPU use them, a headroom column shows what is left, and a
-layout the ledger alone would fit says so.
+layout the ledger alone would fit says so; a mixture of experts' layouts
+too, with what each framework allocates for the experts
+(:func:`labkit.predict.choosing.framework_cost.moe_terms`).
 
 A model is a GPT shape (``--layers --hidden --heads --seq --vocab``, or
 ``--params`` for a standard one) or an architecture record
@@ -145,10 +147,6 @@ def model_from_args(args, rec=None):
 def main(args) -> int:
     rec = record_from_args(args)
     if rec is not None and rec.experts:
-        if args.framework != "ledger":
-            raise ValueError("--framework with a mixture of experts is not "
-                             "priced here: labkit memory --framework "
-                             "prices its states")
         from labkit.predict.choosing import plan_moe
         return plan_moe.main(args, rec)
     m = model_from_args(args, rec)

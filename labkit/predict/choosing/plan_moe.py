@@ -43,6 +43,13 @@ rank per direction (:func:`labkit.predict.experts.uniform_bytes`), four
 times per micro-batch (dispatch and combine, forward and backward), over
 NVLink when the EP group fits in a node and over InfiniBand when not.
 
+``--framework deepspeed|fsdp2|fsdp1|megatron`` prices each layout with
+what that framework allocates for the experts and the rest, and the
+runtime floor with the all-to-all's buffers, instead of the flat
+``--reserve-gb`` (:func:`labkit.predict.choosing.framework_cost
+.moe_price`): GB/GPU, a headroom column, and a layout the ledger alone
+would fit says so.
+
 ``--json`` adds each shown layout's ``stages``: every pipeline stage's
 own layers, parameters and bytes per GPU
 (:mod:`labkit.predict.pipeline_parallel.stage_bytes_moe`).
@@ -57,6 +64,8 @@ from labkit.predict import experts as X
 from labkit.predict.model import params as P
 from labkit.predict import roofline as R
 from labkit.predict.model.params_moe import moe_counts
+from labkit.predict.choosing.framework_cost import (ZERO_NAMES, moe_price,
+                                                    moe_zero)
 
 GB = 1e9
 # H800: the H100 with NVLink cut to 400 GB/s both directions; DeepSeek-V3
@@ -114,14 +123,17 @@ def parts(a) -> dict:
 
 def layout(a, tp, pp, dp, ep, seq, micro_batch, gpus_per_node, spec,
            global_batch, efficiency=0.5, reserve_gb=2.0, cp=1,
-           roofline=False) -> dict:
+           roofline=False, framework="ledger") -> dict:
     w = parts(a)
     layers = math.ceil(a.layers / pp)
     moe_layers = min(layers, a.moe_layers)
     reps = dp * cp               # replicas of the non-expert weights
     dense = (layers * w["layer"] + w["ends"]) / tp
     experts = moe_layers * (a.experts // ep) * w["expert"] / tp
-    states = dense * (4 + 12 / reps) + experts * (4 + 12 / (reps // ep))
+    z = moe_zero(framework, pp)   # FSDP shards weights and grads too
+    states = sum(n * ((2 if z < 3 else 2 / r) + (2 if z < 2 else 2 / r)
+                      + 12 / r) for n, r in ((dense, reps),
+                                             (experts, reps // ep)))
     s = seq // cp                # this rank's part of every sequence
     act = layers * pp * 2 * s * micro_batch * a.hidden
     kv = 2 * micro_batch * s * a.kv_dim * 2         # one K/V block, bf16
@@ -150,25 +162,35 @@ def layout(a, tp, pp, dp, ep, seq, micro_batch, gpus_per_node, spec,
     else:
         compute = 6 * active * step_tokens / (tp * cp * pp * dp) / rate
     fits = total <= spec["memory"] - reserve_gb * GB
+    reason = "" if fits else (f"{total / GB:.1f} GB > "
+                              f"{spec['memory'] / GB:.0f} GB - "
+                              f"{reserve_gb:g} GB reserved")
+    real = {}
+    if framework != "ledger":   # its own terms and the floor, not reserve
+        unit = max(w["layer"], w["ends"],
+                   (a.experts // ep) * w["expert"] * bool(moe_layers)) / tp
+        real = moe_price(framework, dense=dense, experts=experts,
+                         unit=unit, reps=reps, ep=ep, zero=z,
+                         gpus=tp * cp * pp * dp,
+                         allocated=total, memory=spec["memory"],
+                         reserve=reserve_gb * GB)
+        fits, reason = real.pop("fits"), real.pop("reason")
     name = (f"TP{tp} x CP{cp} x PP{pp} x DP{dp} (EP{ep} in DPxCP)"
             if cp > 1 else f"TP{tp} x PP{pp} x DP{dp} (EP{ep} inside DP)")
     return {"tp": tp, "cp": cp, "pp": pp, "dp": dp, "ep": ep,
-            "name": f"{name}, ZeRO-1",
+            "name": f"{name}, {ZERO_NAMES[z]}", "zero": z,
             "states_gb": states / GB, "activations_gb": (act + ring_act)
             / GB, "dispatch_gb": dispatch / GB, "total_gb": total / GB,
             "experts_per_gpu": a.experts // ep,
             "a2a_link": link, "a2a_gb_per_step": a2a / GB,
             "a2a_s": a2a / bw, "ring_link": cp_link if cp > 1 else "",
             "ring_gb_per_step": ring / GB, "ring_s": ring / cp_bw,
-            "compute_s": compute, "fits": fits,
-            "reason": "" if fits else
-            f"{total / GB:.1f} GB > {spec['memory'] / GB:.0f} GB - "
-            f"{reserve_gb:g} GB reserved"}
+            "compute_s": compute, "fits": fits, "reason": reason, **real}
 
 
 def plan(a, gpus, gpus_per_node, gpu, global_batch, seq, micro_batch=1,
          tp=None, pp=None, ep=None, efficiency=0.5, reserve_gb=2.0,
-         cp=None, roofline=False):
+         cp=None, roofline=False, framework="ledger"):
     """Every layout ``tp x cp x pp x dp = gpus`` with ``ep | dp x cp``
     (``None``: searched), feasible ones first, then by a2a + ring +
     compute seconds."""
@@ -195,7 +217,7 @@ def plan(a, gpus, gpus_per_node, gpu, global_batch, seq, micro_batch=1,
                     out.append(layout(a, t, p, d, e, seq, micro_batch,
                                       gpus_per_node, spec, global_batch,
                                       efficiency, reserve_gb, c,
-                                      roofline))
+                                      roofline, framework))
     out.sort(key=lambda x: (not x["fits"], x["a2a_s"] + x["ring_s"]
                             + x["compute_s"]))
     return out
@@ -221,10 +243,12 @@ def main(args, a=None) -> int:
     from labkit.predict.model import arch
     a = a if a is not None else arch.from_hf_config(args.hf_config)
     seq = args.seq or 4096
+    fw = getattr(args, "framework", "ledger")
+    real = fw != "ledger"
     lays = plan(a, args.gpus, args.gpus_per_node, args.gpu, args.batch,
                 seq, args.micro_batch or 1, args.tp, args.pp, args.ep,
                 args.efficiency, args.reserve_gb, getattr(args, "cp", None),
-                getattr(args, "roofline", False))
+                getattr(args, "roofline", False), fw)
     if not lays:
         raise ValueError("no layout divides these GPUs, batch and experts")
     ok = [x for x in lays if x["fits"]]
@@ -246,19 +270,29 @@ def main(args, a=None) -> int:
               f"top-{a.top_k}; batch {args.batch} x {seq} tokens on "
               f"{args.gpus} x {args.gpu}: {len(ok)} of {len(lays)} "
               "layouts fit")
-        print(f"{'layout':51s} {'GB/GPU':>7s} {'states':>7s} "
-              f"{'experts':>7s} {'a2a link':>10s} {'a2a s':>7s} "
-              f"{'ring s':>7s} {'compute s':>9s}")
+        print(f"{'layout':51s} {'GB/GPU':>7s}"
+              + (f" {'headroom':>8s}" if real else "")
+              + f" {'states':>7s} {'experts':>7s} {'a2a link':>10s} "
+              f"{'a2a s':>7s} {'ring s':>7s} {'compute s':>9s}")
         for x in shown:
-            print(f"{x['name']:51s} {x['total_gb']:7.1f} "
-                  f"{x['states_gb']:7.1f} {x['experts_per_gpu']:7d} "
+            print(f"{x['name']:51s} "
+                  f"{x['need_gb'] if real else x['total_gb']:7.1f} "
+                  + (f"{x['headroom_gb']:8.1f} " if real else "")
+                  + f"{x['states_gb']:7.1f} {x['experts_per_gpu']:7d} "
                   f"{x['a2a_link']:>10s} {x['a2a_s']:7.2f} "
                   f"{x['ring_s']:7.2f} {x['compute_s']:9.2f}"
                   + ("" if x["fits"] else f"  NO: {x['reason']}"))
+        held = (f"{fw}'s terms (experts included) and the runtime floor "
+                "(CUDA context, NCCL ring and all-to-all buffers, cuBLAS, "
+                "allocator slack), headroom = GB of the GPU less GB/GPU"
+                if real else f"{args.reserve_gb:g} GB reserved per GPU")
         print("assumed: bf16 weights and grads, fp32 Adam sharded over "
-              "replicas (ZeRO-1), full recomputation, 1F1B, a uniform "
-              f"router, matmuls at {args.efficiency:.0%} of peak; a2a "
-              "not overlapped (DualPipe would hide it)")
+              f"replicas ({'FSDP' if moe_zero(fw, 2) > 1 else 'ZeRO-1'}),"
+              f" full recomputation, 1F1B, a uniform router, matmuls at "
+              f"{args.efficiency:.0%} of peak; a2a not overlapped "
+              f"(DualPipe would hide it); {held}")
+        if real and ok:
+            print(f"{ok[0]['name']}: {ok[0]['verdict']}")
     if not ok:
         print("no layout fits", file=sys.stderr)
         return 1

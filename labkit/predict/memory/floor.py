@@ -16,6 +16,13 @@ first byte, each term a named default with its source (pure Python).
   4 MiB; NCCL documentation, Environment Variables) per channel for each
   direction; a ring connects a rank to its 2 neighbours, an all-to-all to
   every peer. ``--nccl-buffsize``, ``--nccl-channels`` set it.
+- ``nccl all-to-all buffers`` (a mixture of experts' dispatch and
+  combine, ``a2a_peers``: the ``ep - 1`` other ranks of the EP group):
+  point-to-point connections, ``NCCL_BUFFSIZE`` per channel per
+  direction, ``nccl_p2p_channels`` channels per peer (default 2: NCCL's
+  ``NCCL_NCHANNELS_PER_NET_PEER``; NCCL documentation, Environment
+  Variables). An upper end: NCCL may size point-to-point buffers from
+  its smaller chunk sizes (``NCCL_P2P_NET_CHUNKSIZE``).
 - ``cublas workspace``: 32 MiB per handle on Hopper (torch's
   ``getChosenWorkspaceSize``, ``CUBLAS_WORKSPACE_CONFIG``), one handle per
   stream that runs matmuls.
@@ -32,12 +39,16 @@ from __future__ import annotations
 MIB = 2 ** 20
 DEFAULTS = {"cuda_context_gb": 0.5, "nccl_buffsize": 4 * MIB,
             "nccl_channels": 16, "cublas_workspace": 32 * MIB,
-            "cublas_handles": 2, "slack": 0.05}
+            "cublas_handles": 2, "slack": 0.05, "nccl_p2p_channels": 2}
 SOURCES = {
     "cuda context": "CUDA Programming Guide, Lazy Loading; measure with "
                     "nvidia-smi after torch.cuda.init()",
     "nccl buffers": "NCCL docs, Environment Variables: NCCL_BUFFSIZE "
                     "(4 MiB) per channel per direction per peer",
+    "nccl all-to-all buffers": "NCCL docs, Environment Variables: "
+                               "NCCL_BUFFSIZE per channel per direction, "
+                               "NCCL_NCHANNELS_PER_NET_PEER (2) channels "
+                               "per all-to-all peer",
     "cublas workspace": "torch getChosenWorkspaceSize: 32 MiB per handle "
                         "on sm90 (CUBLAS_WORKSPACE_CONFIG)",
     "allocator slack": "assumed fraction of the peak: reserved above "
@@ -54,11 +65,12 @@ def _check(name: str, v, low: float, high: float) -> float:
 
 
 def floor(gpus: int, peers: int | None = None, allocated: float = 0.0,
-          **over) -> dict:
+          a2a_peers: int = 0, **over) -> dict:
     """Bytes per GPU of the runtime floor: ``{"terms": [(name, bytes,
     source)], "total": ..}``. ``peers``: connections per rank (default: a
     ring's 2, or 1 on one GPU, none for a single process); ``allocated``:
-    the peak the slack is a fraction of."""
+    the peak the slack is a fraction of; ``a2a_peers``: the all-to-all's
+    other ranks (a mixture of experts: ``ep - 1``), a term of its own."""
     unknown = set(over) - set(DEFAULTS)
     if unknown:
         raise ValueError(f"unknown floor setting(s): {sorted(unknown)}")
@@ -71,6 +83,9 @@ def floor(gpus: int, peers: int | None = None, allocated: float = 0.0,
         peers = 0 if gpus == 1 else min(2, gpus - 1)
     terms = [("cuda context", ctx),
              ("nccl buffers", 2 * buf * ch * peers),
+             *([("nccl all-to-all buffers", 2 * buf * _check(
+                 "nccl_p2p_channels", k["nccl_p2p_channels"], 1, 64)
+                 * a2a_peers)] if a2a_peers else []),
              ("cublas workspace", k["cublas_workspace"]
               * k["cublas_handles"]),
              ("allocator slack", slack * allocated)]

@@ -117,10 +117,59 @@ def end_params(a, tp: int, stages: int, stage: int) -> float:
     return psi
 
 
+@_per_record
+def cross_layer_params(a, tp: int = 1) -> float:
+    """Parameters of one gated cross-attention layer on one TP rank
+    (Llama 3.2 Vision; :func:`labkit.predict.model.tensors.cross_layer`).
+    Its projections have the self-attention layer's shapes (transformers'
+    ``MllamaTextCrossAttention``: q from the text, k and v from the image
+    features, both ``hidden`` wide) and split alike; what it adds, the
+    per-head q/k norms and the two tanh gates, is replicated."""
+    from labkit.predict.model.tensors import cross_layer, layer, numel
+    if not a.cross_layers:
+        raise ValueError("this record has no cross-attention layers")
+    own = next(i for i in range(a.layers) if i not in a.cross_layers)
+    mats = [sorted(s for _, s, _ in ts if len(s) == 2) for ts in
+            (cross_layer(a, a.cross_layers[0]), layer(a, own))]
+    if mats[0] != mats[1]:
+        raise ValueError("a cross-attention layer whose matrices differ "
+                         "from the self-attention layer's is not split "
+                         "here")
+    extra = (sum(numel(s) for _, s, _ in cross_layer(a, a.cross_layers[0]))
+             - sum(numel(s) for _, s, _ in layer(a, own)))
+    return layer_params(a, tp) + extra
+
+
+def stage_layers(a, parts, stage: int) -> tuple[int, int]:
+    """``(self, cross)``: stage ``stage``'s self-attention layers and its
+    gated cross-attention layers (``a.cross_layers``; layers are dealt to
+    the stages in order, ``parts[i]`` each)."""
+    first = sum(parts[:stage])
+    cross = sum(first <= i < first + parts[stage]
+                for i in getattr(a, "cross_layers", ()))
+    return parts[stage] - cross, cross
+
+
+def computing_layers(a, parts, stage: int) -> int:
+    """Layers of the stage that compute in a text-only step: a
+    cross-attention layer without image states is skipped, no FLOPs and
+    no activations (transformers' ``MllamaTextModel.forward``: ``if
+    is_cross_attention_layer and cross_attention_states is None and
+    is_cross_attention_cache_empty: continue``), as the record's FLOPs
+    count it (:func:`labkit.predict.model.flops_arch.attention_span`,
+    :func:`labkit.predict.model.params.matmul_params`)."""
+    return stage_layers(a, parts, stage)[0]
+
+
 def stage_params(a, tp: int, parts, stage: int) -> float:
     """Parameters on one GPU of pipeline stage ``stage`` (``parts``: layers
-    per stage): its layers and :func:`end_params`."""
-    return (parts[stage] * layer_params(a, tp)
+    per stage): its layers (a cross-attention layer by its own count,
+    :func:`cross_layer_params`) and :func:`end_params`. A skipped
+    cross-attention layer is still held, with its gradient buffer and
+    optimizer states."""
+    own, cross = stage_layers(a, parts, stage)
+    return (own * layer_params(a, tp)
+            + (cross * cross_layer_params(a, tp) if cross else 0)
             + end_params(a, tp, len(parts), stage))
 
 

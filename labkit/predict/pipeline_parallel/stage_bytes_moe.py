@@ -82,9 +82,11 @@ def stage_memory(a, lay: dict, parts, stage: int, seq: int,
         act += 2 * (2 * micro_batch * s * a.kv_dim * 2)
     dispatch = (2 * a.top_k * s * micro_batch * a.hidden * 2
                 if w["moe_layers"] else 0)
-    out = {"params": 2 * w["param_count"], "grads": 2 * w["param_count"],
-           "optimizer": 12 * (w["dense"] / reps
-                              + w["experts"] / (reps // ep)),
+    sharded = w["dense"] / reps + w["experts"] / (reps // ep)
+    z = lay.get("zero", 1)      # FSDP: weights (3) and gradients (2, 3)
+    out = {"params": 2 * (sharded if z == 3 else w["param_count"]),
+           "grads": 2 * (sharded if z >= 2 else w["param_count"]),
+           "optimizer": 12 * sharded,
            "activations": act, "dispatch": dispatch}
     out["total"] = sum(out.values())
     return out
