@@ -76,8 +76,8 @@ def main(argv=None) -> int:
             try:
                 return module.main(args) or 0
             except UnknownFamily as e:   # transformers' build answers
-                from labkit.measure import hf_build
-                return hf_build.unknown_family(name, args, e) or 0
+                from labkit.measure.hf_build import unknown
+                return unknown.unknown_family(name, args, e) or 0
     except KeyboardInterrupt:
         sys.stderr.write(f"python -m labkit {name}: interrupted\n")
         return 130

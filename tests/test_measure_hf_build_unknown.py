@@ -1,4 +1,4 @@
-"""The record's fallback (labkit.measure.hf_build.unknown_family): params,
+"""The record's fallback (labkit.measure.hf_build.unknown): params,
 memory and flops of a family the record does not read answer from
 transformers' own build and say so; the sizes the frameworks' terms read
 equal the record's where the record knows the family."""
@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from labkit.__main__ import main  # noqa: E402
-from labkit.measure.hf_build import meta_params  # noqa: E402
+from labkit.measure.hf_build.unknown import meta_params  # noqa: E402
 from labkit.predict.memory.frameworks import record_sizes  # noqa: E402
 from labkit.predict.model import hf_config  # noqa: E402
 

@@ -121,7 +121,7 @@ def test_bad_configs_say_the_key(tmp_path, cfg, key):
 
 def test_a_family_neither_reads_is_one_line(tmp_path):
     """The record names what it reads; the command line then asks
-    transformers' build (labkit.measure.hf_build.unknown_family), and a
+    transformers' build (labkit.measure.hf_build.unknown), and a
     model_type the installed transformers cannot read either is one
     line."""
     f = tmp_path / "config.json"

@@ -172,7 +172,7 @@ def real_job(args, rec, strategy: str, kw: dict) -> dict:
     from labkit.predict.memory.frameworks import record_sizes
     from labkit.predict.memory.job import job
     # a family the record does not know: its sizes counted on
-    # transformers' build (labkit.measure.hf_build.unknown_family)
+    # transformers' build (labkit.measure.hf_build.unknown)
     sizes = (record_sizes(rec) if rec is not None
              else getattr(args, "sizes", None))
     if sizes is None and (args.framework in ("fsdp2", "fsdp1") or (

@@ -53,7 +53,7 @@ FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gpt2")
 class UnknownFamily(ValueError):
     """A ``model_type`` the record does not read (``model_type``): the
     command line then answers from transformers' own build
-    (:mod:`labkit.measure.any_config`), saying so."""
+    (:mod:`labkit.measure.hf_build.unknown`), saying so."""
 
     def __init__(self, message: str, model_type, source):
         super().__init__(message)
