@@ -3,6 +3,7 @@ memory and flops of a family the record does not read answer from
 transformers' own build and say so; the sizes the frameworks' terms read
 equal the record's where the record knows the family."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -89,3 +90,13 @@ def test_sizes_on_the_build_equal_the_records(tmp_path, kind):
         if kind == "mixtral" else SMALL
     path, _ = _write(tmp_path, kind, kw)
     assert meta_params(path)["sizes"] == record_sizes(hf_config.read(path))
+
+
+def test_gpt_oss_expert_biases_persist_as_transformers_stores_them():
+    """gpt-oss's expert biases are two fused tensors a layer ([E, 2F] and
+    [E, H]): DeepSpeed's persistence threshold (1e5 elements) keeps the
+    second whole and shards the first, as the built model shows."""
+    path = (Path(__file__).parent / "data" / "hf_configs_families"
+            / "gpt-oss-20b.json")
+    got = meta_params(path)["sizes"]
+    assert got == record_sizes(hf_config.read(path))

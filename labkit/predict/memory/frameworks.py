@@ -236,6 +236,22 @@ def module_sizes(a) -> dict:
     return sizes
 
 
+def _stored(parts: list) -> str:
+    """The tensor a record's tensor is part of in transformers 5: a MoE
+    layer's experts are fused, every expert's gate and up projections
+    into one ``gate_up_proj`` (``[E, 2F, H]``) and the down projections
+    into one ``down_proj``, and so are their biases (gpt-oss:
+    ``gate_up_proj_bias`` ``[E, 2F]``; modeling_gpt_oss.py,
+    ``GptOssExperts``). ``layers.3.mlp.experts.17.up_proj.bias`` is part
+    of ``layers.3.mlp.experts.gate_up_proj.bias``."""
+    if "experts" not in parts or len(parts) < parts.index("experts") + 4:
+        return ".".join(parts)
+    i = parts.index("experts")
+    proj = parts[i + 2]
+    proj = "gate_up_proj" if proj in ("gate_proj", "up_proj") else proj
+    return ".".join(parts[:i + 1] + [proj] + parts[i + 3:])
+
+
 def record_sizes(a, threshold: int = DEEPSPEED_DEFAULTS[
         "stage3_param_persistence_threshold"]) -> dict:
     """``largest_layer``, ``largest_unit`` (a decoder layer or the
@@ -243,13 +259,13 @@ def record_sizes(a, threshold: int = DEEPSPEED_DEFAULTS[
     ``threshold`` elements) of the record ``a``."""
     from labkit.predict.model.params import numel, tensors
     units: dict = {}
-    persistent = 0
+    stored: dict = {}   # the tensors as transformers 5 stores them
     for name, shape, _ in tensors(a):
         n = numel(shape)
         parts = name.split(".")
         unit = ".".join(parts[:2]) if parts[0] == "layers" else parts[0]
         units[unit] = units.get(unit, 0) + n
-        if n <= threshold:
-            persistent += n
+        stored[_stored(parts)] = stored.get(_stored(parts), 0) + n
+    persistent = sum(n for n in stored.values() if n <= threshold)
     return {"largest_layer": max(module_sizes(a).values()),
             "largest_unit": max(units.values()), "persistent": persistent}
