@@ -100,3 +100,13 @@ def test_gpt_oss_expert_biases_persist_as_transformers_stores_them():
             / "gpt-oss-20b.json")
     got = meta_params(path)["sizes"]
     assert got == record_sizes(hf_config.read(path))
+
+
+def test_an_unknown_family_with_experts_is_unknown_first():
+    """The expert keys' rule (no top-k: one line) is the record's, for the
+    families it reads; an unknown family's keys are transformers' to
+    read."""
+    with pytest.raises(hf_config.UnknownFamily):
+        hf_config.read({"model_type": "kimi_linear", "num_experts": 8})
+    with pytest.raises(ValueError, match="num_experts_per_tok"):
+        hf_config.read({"model_type": "qwen3_moe", "num_experts": 8})

@@ -70,11 +70,14 @@ VISION = ("vision", "visual", "multi_modal_projector", "image")
 
 def _auto(cfg):
     """The model class that builds ``cfg`` whole: a language model, or an
-    image-text model whose text-only forward is its language model's."""
+    image-text model whose text-only forward is its language model's (a
+    config with a text part that no image-text class takes -- an audio or
+    a speculative-decoding model -- is built as a language model)."""
     import transformers
-    if cfg.get_text_config() is cfg:
+    image = transformers.AutoModelForImageTextToText
+    if cfg.get_text_config() is cfg or type(cfg) not in image._model_mapping:
         return transformers.AutoModelForCausalLM
-    return transformers.AutoModelForImageTextToText
+    return image
 
 
 @contextlib.contextmanager

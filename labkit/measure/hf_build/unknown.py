@@ -77,7 +77,7 @@ def unknown_family(name: str, args, e) -> int:
         print(f"{_said(e)} (meta device)")
         print(f"{'total':10s}{got['total']:>18,}  "
               f"({got['total'] / 1e9:.3f} B)")
-        if got["whole_model"]:
+        if got["other_params"]:
             print(f"{'language':10s}{got['params']:>18,}  "
                   f"(the rest of {got['whole_model']}: "
                   f"{got['other_params']:,})")

@@ -92,15 +92,18 @@ def read(source) -> Arch:
 
 def _read(source) -> Arch:
     cfg = _load(source)
-    for key in EXPERT_KEYS:   # before the family: the key is the problem
-        if cfg.get(key) and "num_experts_per_tok" not in cfg:
-            raise ValueError(f"config.json has {key!r} (a mixture of "
-                             "experts) but no 'num_experts_per_tok'")
-    kind = cfg.get("model_type")
-    if isinstance(cfg.get("text_config"), dict):
-        return _language_model(cfg, source)
     from labkit.predict.model import (  # the MoE families live apart
         families, hf_config_moe)
+    kind = cfg.get("model_type")
+    multimodal = isinstance(cfg.get("text_config"), dict)
+    known = multimodal or kind in (FAMILIES + families.FAMILIES
+                                   + hf_config_moe.FAMILIES)
+    for key in EXPERT_KEYS:   # before the family: the key is the problem
+        if known and cfg.get(key) and "num_experts_per_tok" not in cfg:
+            raise ValueError(f"config.json has {key!r} (a mixture of "
+                             "experts) but no 'num_experts_per_tok'")
+    if multimodal:
+        return _language_model(cfg, source)
     if kind in hf_config_moe.FAMILIES:
         return hf_config_moe.read(cfg, source)
     if kind in families.FAMILIES:
