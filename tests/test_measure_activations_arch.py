@@ -60,11 +60,11 @@ VARIANTS = {
     "parallel, partial rotary, head bias, fused": LLAMA.with_(
         parallel=True, rotary_fraction=0.5, head_bias=True,
         qkv_fused=True, mlp_fused=True),
-    "sinks, MQA, biases, window": LLAMA.with_(
+    "sinks, MQA, biases, window, q/k norm": LLAMA.with_(
         sinks=True, kv_heads=1, qkv_bias=True, out_bias=True,
-        window=4, window_layers=(0,)),
-    "cross layers skipped": LLAMA.with_(layers=3, cross_layers=(1,),
-                                        embed_extra=8),
+        window=4, window_layers=(0,), qk_norm=True),
+    "cross layers skipped, q/k norm per head": LLAMA.with_(
+        layers=3, cross_layers=(1,), embed_extra=8, qk_norm=True),
 }
 
 
@@ -99,8 +99,6 @@ def test_what_the_ledger_does_not_cover_is_named():
                         ("gpt-oss-20b", "experts")):
         with pytest.raises(ValueError, match=words):
             AA.saved(arch.from_hf_config(fam / f"{name}.json"), 16, 1)
-    with pytest.raises(ValueError, match="per-head Q/K norms"):
-        AA.saved(LLAMA.with_(qk_norm=True), 8, 1)
     from labkit.predict.activations import moe as AM
     oss = arch.from_hf_config(fam / "gpt-oss-20b.json")
     with pytest.raises(ValueError, match="sinks, expert_bias, window"):

@@ -11,8 +11,9 @@ The variants, each derived from the ops the block runs (and held to the
 block's measured storages by ``tests/test_measure_activations_arch.py``):
 
 - a norm whose input is a matmul's output (``post_norms``: Gemma 2's
-  sandwich, OLMo 2's reordered norm; ``qk_norm_full``: OLMo 2's q/k
-  norms over all heads) keeps its input, ``rstd`` and ``x * rstd``; with
+  sandwich, OLMo 2's reordered norm; ``qk_norm``: the q/k norms per head,
+  Qwen3, or over all heads, OLMo 2) keeps its input, ``rstd`` and
+  ``x * rstd``; with
   16-bit activations it computes in fp32 and keeps an fp32 copy of its
   input instead (the same rule as the pre-norms under ``fsdp_bf16``);
 - no pre-norms (OLMo 2): the projections read the residual itself, kept
@@ -24,8 +25,9 @@ block's measured storages by ``tests/test_measure_activations_arch.py``):
   ``mlp_fused``: one ``gate_up`` output (b s 2f), split by views;
   ``qkv_fused``: one bf16 cast of the input and one weight copy;
 - partial rotary: cos/sin tables ``s x r`` (``r`` the rotated width),
-  and the rotated queries come out of a ``cat`` in head-major layout, so
-  SDPA's output does too and the output projection's input is a copy;
+  and the rotated queries come out of a ``cat`` in head-major layout (as
+  out of a per-head q norm), so SDPA's output does too and the output
+  projection's input is a copy;
 - a sliding window under SDPA: its boolean mask turned into an additive
   ``s x s`` mask in the activations' dtype (kept by SDPA);
 - soft-capped scores or sinks (the explicit softmax of
@@ -126,6 +128,10 @@ def rope_block_saved(a, batch, seq, precision, recompute, where,
     if a.qk_norm_full:            # over all heads, on the projections
         out += norm("q_norm", "q.out (q_norm input)", (b, s, qd), True)
         out += norm("k_norm", "k.out (k_norm input)", (b, s, kvd), True)
+    elif a.qk_norm:               # per head (Qwen3, Gemma 3)
+        out += norm("q_norm", "q.out (q_norm input)", (b, hq, s, d), True)
+        out += norm("k_norm", "k.out (k_norm input)",
+                    (b, a.kv_heads, s, d), True)
     out += attention_saved(a, b, s, lin, where, local)
     if a.post_norms:
         out += norm("post_attn", "o.out (post_attn input)", low=True)
@@ -164,6 +170,9 @@ def attention_saved(a, b, s, lin, where, local) -> list:
         return Saved(where, name, shape, dtype)
     out = [S("rope.cos", (s, r), lin), S("rope.sin", (s, r), lin)]
     partial = r < d
+    # a cat (partial rotary) or a per-head norm gives head-major queries:
+    # SDPA's output is then head-major too, and o's input a copy
+    head_major = partial or (a.qk_norm and not a.qk_norm_full)
     q = "q (rotated, head-major copy)" if partial else "q (rotated)"
     if not eager(a):
         out.append(S(q, (b, hq, s, d), lin))
@@ -183,6 +192,6 @@ def attention_saved(a, b, s, lin, where, local) -> list:
         out.append(S("window mask (additive)", (s, s), lin))
     out += [S("sdpa.out", (b, hq, s, d), lin),
             S("sdpa.lse", (b, hq, s), "fp32")]
-    if partial:
+    if head_major:
         out.append(S("o input (a copy of sdpa.out)", (b, s, hq * d), lin))
     return out
