@@ -262,7 +262,8 @@ def arch_case(rec, strategy: str, world: int, micro_batch: int, seq: int,
     states = led.params_gpu + grads + opt
     pred = {"params": led.params_gpu, "grads": grads,
             "optimizer": opt, "gathered": led.transient_gpu,
-            "activations": None, "states": states, "total": led.gpu_total}
+            "activations": None, "states": states,
+            "total": led.gpu_total - (led.grads_gpu - grads)}
     return L.Case("arch", strategy, "every rank", world, 0, setup, pred,
                   ("arch", strategy, str(rec), world, micro_batch, seq,
                    bf16))
