@@ -71,3 +71,42 @@ def test_tied_embeddings_under_every_strategy(strategy, n):
     psi = total(arch.from_hf_config(TINY_TIED))
     got = _states(TINY_TIED, strategy, 4, 32)
     assert abs(got / (16 * psi / n) - 1) <= 0.01
+
+
+FAMILIES = ROOT / "tests" / "data" / "hf_configs_families"
+
+
+def _in_process(rec, world, seq=16):
+    """One fake-tensor step of ``rec`` under fsdp2_full, in this process
+    (the command's own case and check, without a Python start)."""
+    from labkit.dryrun import cli
+    case = cli.arch_case(rec, "fsdp2_full", world, 1, seq, True)
+    return cli.run_cases([case], 80e9, {})[0]
+
+
+@pytest.mark.parametrize("path", sorted(FAMILIES.glob("*.json")),
+                         ids=lambda p: p.stem)
+def test_every_family_runs_at_16_psi_over_n(path):
+    """Every variant the record carries is built and stepped (a tiny model
+    of each published family, 2 fake ranks): the model states per rank are
+    16 Psi / N, less the gradients of the cross-attention layers, which a
+    text-only step skips (as transformers' MllamaTextModel)."""
+    from labkit import arch
+    from labkit.predict.model.params import text_step_idle, total
+    from test_decoder import _tiny
+    rec = _tiny(arch.from_hf_config(path))
+    row = _in_process(rec, 2)
+    psi, idle = total(rec), text_step_idle(rec)
+    assert row["agrees"], row["states_ratio"]
+    assert abs(row["states"] / ((16 * psi - 4 * idle) / 2) - 1) <= 0.01
+
+
+def test_gemma2_9b_at_real_size():
+    """The published Gemma 2 9B (sandwich norms, GeGLU, soft-caps, local
+    layers, head_dim 256, a 256k vocabulary) at seq 32 on 8 fake ranks:
+    16 Psi / N per rank."""
+    from labkit import arch
+    row = _in_process(arch.from_hf_config(FAMILIES / "gemma2-9b.json"), 8,
+                      seq=32)
+    psi = 9_241_705_984   # transformers' build (test_predict_families)
+    assert row["agrees"] and row["states"] == 16 * psi / 8

@@ -46,3 +46,63 @@ def test_one_ledger_for_the_gpt_and_not_other_blocks():
         AA.saved(g.with_(qk_norm=True), 32, 2)
     with pytest.raises(ValueError, match="GPT block"):
         AA.saved(g.with_(mlp="swiglu"), 32, 2)
+
+
+LLAMA = arch.preset("llama-tiny").with_(layers=2)
+# every variant the block builds, five blocks that carry them all
+VARIANTS = {
+    "sandwich geglu soft-caps window": LLAMA.with_(
+        post_norms=True, mlp="geglu", attn_softcap=50.0,
+        logit_softcap=30.0, window=4, window_layers=(1,)),
+    "post norms only, q/k norm full, window": LLAMA.with_(
+        pre_norms=False, post_norms=True, qk_norm=True, qk_norm_full=True,
+        window=4, window_layers=(0,)),
+    "parallel, partial rotary, head bias, fused": LLAMA.with_(
+        parallel=True, rotary_fraction=0.5, head_bias=True,
+        qkv_fused=True, mlp_fused=True),
+    "sinks, MQA, biases, window, q/k norm": LLAMA.with_(
+        sinks=True, kv_heads=1, qkv_bias=True, out_bias=True,
+        window=4, window_layers=(0,), qk_norm=True),
+    "cross layers skipped, q/k norm per head": LLAMA.with_(
+        layers=3, cross_layers=(1,), embed_extra=8, qk_norm=True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_variants_ledger_equals_measured(name):
+    """Each variant's saved tensors, derived in
+    labkit.predict.activations.block, are the block's measured storages,
+    tensor by tensor, at every precision and recomputation."""
+    a, (b, s) = VARIANTS[name], (2, 8)
+    for precision in A.PRECISIONS:
+        for recompute in A.RECOMPUTE:
+            model = apply(build_arch(a), recompute)
+            if precision == "fsdp_bf16":
+                model = model.to(torch.bfloat16)
+            amp = (torch.autocast("cpu", dtype=torch.bfloat16)
+                   if precision == "autocast_bf16" else None)
+            x, y = batch(GPTConfig(vocab=a.vocab, seq=s), b, 0)
+            got = measure(model, x, y, amp, settle_s=0.05)
+            pred = AA.saved(a, s, b, precision=precision,
+                            recompute=recompute)
+            assert sorted(t[:2] for t in got["tensors"]) == \
+                as_multiset(pred), (precision, recompute)
+            assert got["weight_cast"] == A.total(pred, "weight_cast")
+
+
+def test_what_the_ledger_does_not_cover_is_named():
+    """A block the ledger has not been held to is refused in one line
+    that names what is missing: never a silent number."""
+    from pathlib import Path
+    fam = Path(__file__).resolve().parent / "data" / "hf_configs_families"
+    for name, words in (("phi-2", "gelu, layernorm, rope"),
+                        ("gpt-oss-20b", "experts")):
+        with pytest.raises(ValueError, match=words):
+            AA.saved(arch.from_hf_config(fam / f"{name}.json"), 16, 1)
+    from labkit.predict.activations import moe as AM
+    oss = arch.from_hf_config(fam / "gpt-oss-20b.json")
+    with pytest.raises(ValueError, match="sinks, expert_bias, window"):
+        AM.saved(oss, 16, 1, [[1] * oss.experts] * oss.layers)
+    for name in ("gemma2-9b", "olmo2-7b", "llama3.2-11b-vision"):
+        assert AA.activation_bytes(arch.from_hf_config(
+            fam / f"{name}.json"), 4096, 1, precision="fsdp_bf16") > 0

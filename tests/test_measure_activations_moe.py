@@ -70,3 +70,13 @@ def test_bad_input():
         AM.moe_saved(arch.preset("llama-tiny"), 64, [1])
     with pytest.raises(ValueError, match="one entry per MoE layer"):
         AM.saved(TINY, 16, 4, [[1, 1, 1, 1]])
+
+
+def test_per_head_qk_norms_in_an_moe_block():
+    """Qwen3-MoE's per-head q/k norms: the dense ledger's attention
+    (labkit.predict.activations.block) inside the MoE block, measured."""
+    a = TINY.with_(qk_norm=True)
+    for precision in A.PRECISIONS:
+        got, pred = _run(a, precision, None, b=2, s=8)
+        assert Counter(t[:2] for t in got["tensors"]) == Counter(
+            (e.dtype, e.bytes) for e in pred), precision

@@ -233,7 +233,10 @@ def arch_case(rec, strategy: str, world: int, micro_batch: int, seq: int,
 
     def setup(ctx):
         from labkit.dryrun.fake import fake_ddp_hook
-        model = wrap(build_arch(rec), strategy, ctx, bf16=bf16)
+        from labkit.dryrun.experts_lab import even_routing
+        model = build_arch(rec)
+        even_routing(model)   # fake tensors cannot count routed rows
+        model = wrap(model, strategy, ctx, bf16=bf16)
         if strategy == "ddp" and ctx.backend == "fake":
             fake_ddp_hook(model)
         opt, amp = make_optimizer(model), autocast(ctx, strategy, bf16)
@@ -252,10 +255,15 @@ def arch_case(rec, strategy: str, world: int, micro_batch: int, seq: int,
     led = ledger(P.total(rec), world, ZERO_EQUIVALENT[strategy],
                  precision="fp32",
                  **({"shard_group": group} if group else {}))
-    states = led.params_gpu + led.grads_gpu + led.optimizer_gpu
-    pred = {"params": led.params_gpu, "grads": led.grads_gpu,
-            "optimizer": led.optimizer_gpu, "gathered": led.transient_gpu,
-            "activations": None, "states": states, "total": led.gpu_total}
+    # a text-only step skips the cross-attention layers: no gradient for
+    # them (their Adam moments exist: warm_optimizer made every one)
+    trained = 1 - P.text_step_idle(rec) / P.total(rec)
+    grads, opt = led.grads_gpu * trained, led.optimizer_gpu
+    states = led.params_gpu + grads + opt
+    pred = {"params": led.params_gpu, "grads": grads,
+            "optimizer": opt, "gathered": led.transient_gpu,
+            "activations": None, "states": states,
+            "total": led.gpu_total - (led.grads_gpu - grads)}
     return L.Case("arch", strategy, "every rank", world, 0, setup, pred,
                   ("arch", strategy, str(rec), world, micro_batch, seq,
                    bf16))

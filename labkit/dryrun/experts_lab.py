@@ -42,6 +42,7 @@ import torch
 from labkit.dryrun.cases import Case, lab
 from labkit.nn.moe import router as R
 from labkit.nn.moe.expert_parallel import ExpertParallelMoE
+from labkit.nn.moe.layer import MoE, run_experts
 from labkit.predict.activations import moe as AM
 from labkit.predict import experts as X
 from labkit.predict.model import params as P
@@ -78,6 +79,33 @@ class EvenRouting(ExpertParallelMoE):
     def exchange_counts(self, x) -> list:
         mine = self.stats["kept"][self.first:self.first + self.per]
         return [list(mine) for _ in range(self.ep)]   # every peer alike
+
+
+class EvenMoE(MoE):
+    """The one-process :class:`MoE` of a record's decoder
+    (``dryrun --hf-config``) with the same even, dropless split: the
+    router's scores, top-k and weights are computed, the counts are
+    assumed (:data:`ASSUMED`)."""
+
+    route = EvenRouting.route
+
+    def forward(self, x):
+        shape = x.shape
+        x = x.reshape(-1, shape[-1])
+        w, idx, _ = self.route(x)
+        tok, wt, _ = EvenRouting.plan(idx, None, w)
+        out = run_experts(self.experts, x[tok], self.stats["kept"])
+        y = torch.zeros_like(x).index_add_(
+            0, tok, (out * wt.unsqueeze(1)).to(x.dtype))
+        return (y + self.shared_out(x)).view(shape)
+
+
+def even_routing(model) -> None:
+    """Every :class:`MoE` of ``model`` routes evenly (in place: the same
+    modules and weights, the class swapped), so fake tensors can run it."""
+    for m in model.modules():
+        if type(m) is MoE:
+            m.__class__ = EvenMoE
 
 
 def args(p: dict) -> argparse.Namespace:

@@ -45,7 +45,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 
 DTYPE = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.int64: "int64",
-         torch.float16: "fp16"}
+         torch.float16: "fp16", torch.bool: "bool"}
 
 
 class _NewStorages(TorchDispatchMode):

@@ -65,8 +65,11 @@ class MoE(nn.Module):
     def __init__(self, a):
         super().__init__()
         self.a = a
-        self.gate = nn.Linear(a.hidden, a.experts, bias=False)
-        self.experts = nn.ModuleList(Expert(a, a.expert_ffn)
+        # gpt-oss's router and experts have biases (``expert_bias``,
+        # modeling_gpt_oss.py: GptOssTopKRouter, GptOssExperts)
+        bias = a.mlp_bias or a.expert_bias
+        self.gate = nn.Linear(a.hidden, a.experts, bias=a.expert_bias)
+        self.experts = nn.ModuleList(Expert(a, a.expert_ffn, bias)
                                      for _ in range(a.experts))
         self.shared = Expert(a, a.shared_ffn) if a.shared_experts else None
         self.shared_gate = (nn.Linear(a.hidden, 1, bias=False)

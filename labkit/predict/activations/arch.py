@@ -1,8 +1,8 @@
 """The activation ledger of an architecture record: every tensor the model
-keeps for backward, one ledger for the GPT (:class:`labkit.nn.model.GPT`) and
+keeps for backward, one ledger for the GPT (:class:`labkit.nn.model.GPT`),
 the Llama-style block (GQA, SwiGLU, RMSNorm, RoPE:
-:class:`labkit.nn.decoder.Decoder`) (pure Python; the twin of
-:func:`labkit.measure.activations.measure`).
+:class:`labkit.nn.decoder.Decoder`) and its variants (pure Python; the
+twin of :func:`labkit.measure.activations.measure`).
 
     from labkit.predict.model import arch
     from labkit.predict.activations import arch as AA
@@ -36,10 +36,18 @@ by op, where it differs from the GPT's block:
   the product (the down projection's input): four b s ffn tensors where
   GELU's MLP keeps two b s 4h.
 
-Biases are covered (autocast casts them too); per-head Q/K norms are not.
+Biases are covered (autocast casts them too). The variants of today's
+decoders (post and sandwich norms, no pre-norms, parallel attention + MLP,
+GeGLU, fused projections, q/k norms over all heads, partial rotary, a
+sliding window, soft-caps, sinks, the output layer's bias) are derived in
+:mod:`labkit.predict.activations.block`; cross-attention layers are
+skipped, as a text-only step skips them. GELU with rotary positions
+(Phi-1/2) and the experts' variants are refused, each in one line
+naming it.
 """
 from __future__ import annotations
 
+from labkit.predict.activations.block import _norm, rope_block_saved
 from labkit.predict.activations.ledger import (DEVICES, PRECISIONS, RECOMPUTE,
                                                Saved, _dtypes, gpt_block_saved,
                                                total)
@@ -49,17 +57,35 @@ __all__ = ["block_saved", "saved", "total"]
 
 def _family(a) -> str:
     """``gpt`` (LayerNorm, GELU, learned positions: labkit.nn.model.GPT) or
-    ``llama`` (RMSNorm, SwiGLU, RoPE: labkit.nn.decoder.Decoder)."""
-    if a.experts or a.qk_norm or a.extras:
-        raise ValueError("this ledger covers dense blocks without Q/K "
-                         "norms (GPT or Llama-style)")
+    ``rope`` (RMSNorm, a gated MLP, RoPE: the Llama-style block and the
+    variants :mod:`labkit.predict.activations.block` derives); anything
+    else is refused in one line naming what is not covered."""
+    if a.experts:
+        raise ValueError("this ledger covers dense blocks "
+                         "(labkit.predict.activations.moe: experts)")
     if (a.mlp, a.norm, a.positions) == ("gelu", "layernorm", "learned"):
+        if a.qk_norm or variants(a):
+            raise ValueError("this ledger covers the GPT block without Q/K "
+                             "norms or variants, not "
+                             f"{', '.join(variants(a)) or 'Q/K norms'}")
         return "gpt"
-    if (a.mlp, a.norm, a.positions) == ("swiglu", "rmsnorm", "rope"):
-        return "llama"
-    raise ValueError("this ledger is the GPT block's (GELU, LayerNorm, "
-                     "learned positions) or the Llama-style block's "
-                     "(SwiGLU, RMSNorm, RoPE)")
+    if a.norm != "rmsnorm" or a.mlp == "gelu" or a.positions != "rope":
+        raise ValueError("this ledger is the GPT block's (GELU, LayerNorm, "
+                         "learned positions) or the Llama-style block's "
+                         "(a gated MLP, RMSNorm, RoPE), not "
+                         f"{a.mlp}, {a.norm}, {a.positions}")
+    if a.expert_bias:
+        raise ValueError("not covered by the activation ledger: "
+                         "expert_bias")
+    return "rope"
+
+
+def variants(a) -> tuple:
+    """The block variants ``a`` has (beyond GPT-2's and Llama's)."""
+    return a.extras + tuple(k for k in (
+        "window", "attn_softcap", "logit_softcap", "mlp_fused",
+        "embed_extra") if getattr(a, k)) + (
+        ("partial rotary",) if a.rotary_fraction < 1 else ())
 
 
 def _check(a, precision, recompute, device):
@@ -69,92 +95,21 @@ def _check(a, precision, recompute, device):
         raise ValueError(f"unknown recompute {recompute!r}: {RECOMPUTE}")
     if device not in DEVICES:
         raise ValueError(f"unknown device {device!r}: {DEVICES}")
-    if _family(a) == "llama" and device != "cpu":
+    if _family(a) == "rope" and device != "cpu":
         raise ValueError("the Llama block's ledger is measured on CPU only")
     return _family(a)
 
 
-def _casts(where, name, shape, bias):
-    """Autocast's bf16 weight copy; the bias's copy is not kept (addmm's
-    backward does not need it)."""
-    return [Saved(where, f"{name}.weight (bf16 copy)", shape, "bf16",
-                  "weight_cast")]
-
-
-def _norm(where, name, x_name, shape, precision):
-    """What an RMSNorm keeps, its input included. With bf16 weights
-    (``fsdp_bf16``) ``rms_norm`` computes in fp32: it keeps an fp32 copy
-    of its input instead of the input itself, and fp32 statistics."""
-    res, _, stat = _dtypes(precision, "cpu")
-    rows = shape[:-1] + (1,)
-    if precision == "fsdp_bf16":
-        return [Saved(where, f"{name} input (fp32 copy)", shape, "fp32"),
-                Saved(where, f"{name}.rstd", rows, "fp32"),
-                Saved(where, f"{name}.x*rstd", shape, "fp32")]
-    return [Saved(where, x_name, shape, res),
-            Saved(where, f"{name}.rstd", rows, stat),
-            Saved(where, f"{name}.x*rstd", shape, res)]
-
-
 def block_saved(a, batch: int, seq: int, precision: str = "fp32",
                 recompute: str = "none", where: str = "block",
-                device: str = "cpu") -> list:
+                device: str = "cpu", local: bool = False) -> list:
     """What one block of the record ``a`` keeps, its input included (the
     GPT's block: :func:`labkit.predict.activations.gpt_block_saved`)."""
     if _check(a, precision, recompute, device) == "gpt":
         return gpt_block_saved(a, batch, seq, precision, recompute, device,
                                where)
-    b, s, h, f = batch, seq, a.hidden, a.ffn
-    hq, d, qd, kvd = a.heads, a.head_dim, a.q_dim, a.kv_dim
-    res, lin, stat = _dtypes(precision, "cpu")
-    cast = precision == "autocast_bf16"
-
-    def S(name, shape, dtype):
-        return Saved(where, name, shape, dtype)
-    inp = S("input (ln1 input)", (b, s, h), res)
-    if recompute == "full":
-        return [inp]
-    if recompute == "selective":   # the matmuls' and SDPA's outputs
-        return [inp, S("q.out", (b, s, qd), lin),
-                S("k.out", (b, s, kvd), lin), S("v.out", (b, s, kvd), lin),
-                S("sdpa.out", (b, hq, s, d), lin),
-                S("sdpa.lse", (b, hq, s), "fp32"),
-                S("o.out", (b, s, h), lin), S("gate.out", (b, s, f), lin),
-                S("up.out", (b, s, f), lin), S("down.out", (b, s, h), lin)]
-
-    def norm(n, x_name):
-        return _norm(where, n, x_name, (b, s, h), precision)
-
-    def inputs(n, users):   # a Linear's input: cast once per Linear
-        if cast:
-            return [S(f"{u} input (bf16 cast of {n} output)", (b, s, h),
-                      "bf16") for u in users]
-        return [S(f"{'/'.join(users)} input ({n} output)", (b, s, h), lin)]
-    # repeat_kv copies K and V to all query heads -- except for one KV
-    # head (MQA), where the expand-and-reshape is a view (stride 0)
-    rep = hq if a.kv_heads > 1 else 1
-    out = [*norm("ln1", inp.name), *inputs("ln1", ("q", "k", "v"))]
-    if cast:
-        out += (_casts(where, "q", (qd, h), a.qkv_bias)
-                + _casts(where, "k", (kvd, h), a.qkv_bias)
-                + _casts(where, "v", (kvd, h), a.qkv_bias)
-                + _casts(where, "o", (h, qd), a.out_bias))
-    out += [S("rope.cos", (s, d), lin), S("rope.sin", (s, d), lin),
-            S("q (rotated)", (b, hq, s, d), lin),
-            S("k (rotated, repeated to all heads)", (b, rep, s, d), lin),
-            S("v (repeated to all heads)", (b, rep, s, d), lin),
-            S("sdpa.out (o input)", (b, hq, s, d), lin),
-            S("sdpa.lse", (b, hq, s), "fp32"),
-            *norm("ln2", "ln2 input (residual)"),
-            *inputs("ln2", ("gate", "up"))]
-    if cast:
-        out += (_casts(where, "gate", (f, h), a.mlp_bias)
-                + _casts(where, "up", (f, h), a.mlp_bias)
-                + _casts(where, "down", (h, f), a.mlp_bias))
-    out += [S("gate.out (silu input)", (b, s, f), lin),
-            S("up.out", (b, s, f), lin), S("silu.out", (b, s, f), lin),
-            S("silu*up (down input)", (b, s, f), lin)]
-    return out
+    return rope_block_saved(a, batch, seq, precision, recompute, where,
+                            local)
 
 
 def saved(a, seq: int, batch: int, precision: str = "fp32",
@@ -174,8 +129,10 @@ def saved(a, seq: int, batch: int, precision: str = "fp32",
     if a.positions == "learned":
         out.append(Saved("embed", "pos indices (arange)", (s,), "int64"))
     for i in range(a.layers):
+        if i in a.cross_layers:   # skipped by a text-only step (Mllama)
+            continue
         out += block_saved(a, b, s, precision, recompute, f"block {i}",
-                           device)
+                           device, i in a.window_layers)
     if family == "gpt":
         out += [Saved("head", "ln_f input (last block output)", (b, s, h),
                       res),
@@ -188,6 +145,8 @@ def saved(a, seq: int, batch: int, precision: str = "fp32",
     if precision == "autocast_bf16":
         out.append(Saved("head", "out.weight (bf16 copy)", (V, h), "bf16",
                          "weight_cast"))
+    if a.logit_softcap:   # cap tanh(logits / cap): tanh keeps its output
+        out.append(Saved("head", "tanh(logits / cap)", (b, s, V), lin))
     out += [Saved("loss", "log_softmax out (fp32 logits)", (b * s, V),
                   "fp32"),
             *([Saved("loss", "targets (flattened copy)", (b * s,),

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-DTYPE_BYTES = {"fp32": 4, "bf16": 2, "int64": 8}
+DTYPE_BYTES = {"fp32": 4, "bf16": 2, "int64": 8, "bool": 1}
 PRECISIONS = ("fp32", "autocast_bf16", "fsdp_bf16")
 RECOMPUTE = ("none", "full", "selective")
 DEVICES = ("cpu", "cuda")

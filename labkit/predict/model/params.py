@@ -86,6 +86,13 @@ def total(a: A.Arch) -> int:
     return count(a)["total"]
 
 
+def text_step_idle(a: A.Arch) -> int:
+    """Parameters a text-only step leaves without a gradient: the
+    cross-attention layers, which it skips (transformers'
+    ``MllamaTextModel``), so an optimizer keeps no state for them."""
+    return sum(_sum(layer_tensors(a, i)) for i in a.cross_layers)
+
+
 def matmul_params(a: A.Arch) -> int:
     """Weights that take part in matrix multiplications, per token (N of
     PaLM's 6N, Chowdhery et al. 2022, App. B): the layers' projection

@@ -136,8 +136,9 @@ class Arch:
 
     @property
     def extras(self) -> tuple:
-        """The variants set that the course's GPT and Llama blocks (and
-        the ledgers built on them) do not have."""
+        """The variants set beyond the course's GPT and Llama blocks
+        (:mod:`labkit.nn.decoder` builds each; a ledger that has not been
+        held to one names it when it refuses)."""
         return extras(self)
 
     @property
