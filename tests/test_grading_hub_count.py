@@ -38,6 +38,9 @@ def test_a_point_is_where_it_fell_and_the_memory_then():
     (a, b), = rec["points"]
     assert a[:3] == ["before", 0, -1] and b[:3] == ["x" * NAME_CHARS, 1, 1]
     assert a[3] > 0 and b[3] > 0 and len(rec["rss"][0]) == 1
+    # and its memory at each call of a window, as the hub performs it
+    assert [len(w) for w in rec["call_rss"][0]] == [1] and \
+        rec["call_rss"][0][0][0] > 0
 
 
 def test_points_past_the_most_are_dropped():
