@@ -28,10 +28,11 @@ course's code sends before the student's module is imported
 open window before it (-1 outside one), memory then (-1 unread)]``,
 where a check reads an order or a memory peak instead of the rank's own
 timeline or probe (``labkit.buildit.sharding``'s overlap,
-``labkit.buildit.fsdp_peak``); a scaled point (``points.scaled``) has the
-scale the hub answered with as a fifth value. ``sumsq``: per rank and
-window, the sum of squares of the all-reduces' results the hub computed
-(what a check finds a hub's scale in, ``labkit.buildit.sharding``).
+``labkit.buildit.fsdp_peak``); a scaled point (``points.scaled``) has
+the weights the hub answered with (one per row) as a fifth value.
+``sumsq``: per rank and window, the sum of squares of the all-reduces'
+results the hub computed (what a check finds a hub's weights in,
+``labkit.buildit.sharding``).
 """
 from __future__ import annotations
 

@@ -157,17 +157,18 @@ class HubGroup(dist.ProcessGroup):
     def mark(self, kind: str) -> None:
         self._call({"op": "mark", "mark": kind})
 
-    def point(self, name: str, scale: bool = False) -> float:
+    def point(self, name: str, rows: int = 0):
         """A harness's point (``labkit.buildit.points``): the hub records
         where it fell and reads this rank's memory before it answers;
-        with ``scale``, its answer is the hub's scale (else 1.0)."""
+        with ``rows``, its answer is the hub's weights, one per row (a
+        list of floats; else None)."""
         head = {"op": "mark", "mark": "point", "name": str(name)}
-        if not scale:
+        if not rows:
             self._call(head)
-            return 1.0
-        out = torch.empty(1, dtype=torch.float64)
+            return None
+        out = torch.empty(int(rows), dtype=torch.float64)
         self._call({**head, "scale": True}, (), [out])
-        return float(out[0])
+        return out.tolist()
 
     def deal(self, out) -> None:
         """Fill ``out`` (flat float32) with this rank's share of the data,
