@@ -303,8 +303,8 @@ def _held_in_backward(result) -> str | None:
     return (f"during a backward pass a rank held {most} B more than when "
             f"the grader's memory probe began, beyond the gradients of "
             f"the layer it was reducing (the grader counted, at every "
-            f"collective and as backward ended): ZeRO-2 holds at most "
-            f"its state there (16 Psi / N, {limit} B with half the way to "
-            f"a rank that keeps every gradient). Free each gradient once "
-            f"its shard is reduced (p.grad = None), and free nothing in "
-            f"backward that the optimizer keeps")
+            f"collective and as backward ended): ZeRO-2 holds no more "
+            f"than its state there (16 Psi / N; {limit} B allowed, half way "
+            f"to what a rank that keeps every gradient holds). Free each "
+            f"gradient once its shard is reduced (p.grad = None), and free "
+            f"nothing in backward that the optimizer keeps")
