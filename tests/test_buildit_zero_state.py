@@ -132,3 +132,48 @@ def test_memory_a_backward_frees_that_the_end_lacks_is_staging():
         assert err is None
         assert zero.check_freed(out)[0] is ok, zero.check_freed(out)
     assert "as a backward pass began" in zero.check_freed(out)[3]
+
+
+def test_memory_a_backward_holds_beyond_its_point_is_kept_gradients():
+    """issue 49 (2), at N = 4: a block kept as state, freed in backward
+    and allocated again in ``step()`` (tests/buildit/
+    hostile_zero_state_ballast.py) hides gradients never freed inside
+    the state's bound. The hub reads the rank at every call and as
+    backward ends: from the probe's first reading, at most what that
+    point may hold (the call's buffer, its shard, the gradients of the
+    layer its tensor belongs to) and ``held_limit`` more."""
+    from labkit.buildit import zero
+    h, res = zero_result([steps([["reduce_scatter", 1 << 30, "float32"]])]
+                         * 4)
+    res["ranks"] = res["ranks"] * 2
+    res["hub"]["outside"] = [{}] * 4
+    cfg = res["config"]
+    n = numels(cfg["probe"]["sizes"])
+    base = 2 * cfg["steps"] + 1
+    limit = zero_state.held_limit(cfg, 4)
+    wins = steps([["reduce_scatter", 1 << 30, "float32"]])
+    size = 4 * 4 * -(-n[2] // 4)                # the middle layer's weight
+    layer = 4 * (n[2] + n[3])
+    for k in range(cfg["probe"]["steps"]):
+        wins[base + 2 + 2 * k] = [["reduce_scatter", size, "float32"]]
+    rss = [300 << 20] * len(wins)
+    res["hub"]["base"] = [rss[base] - course(res)] * 4
+    res["hub"]["windows"] = [wins] * 4
+    res["hub"]["rss"] = [rss] * 4
+    for at_call, at_end, ok in (
+            (limit + size + size // 4 + layer, 0, True),
+            (limit + size + size // 4 + layer + 1, 0, False),
+            (0, limit, True), (0, limit + 1, False)):
+        calls = [[] for _ in wins]
+        for k in range(cfg["probe"]["steps"]):
+            calls[base + 2 + 2 * k] = [rss[base] + at_call]
+        # held since the constructor: no growth over backward
+        end = rss[:base + 1] + [rss[base] + at_end] * (len(rss) - base - 1)
+        res["hub"]["rss"] = [end] * 4
+        res["hub"]["call_rss"] = [calls] * 4
+        out, err = counted.apply(h, res)
+        assert err is None, err
+        assert zero.check_freed(out)[0] is ok, zero.check_freed(out)
+    assert "during a backward pass" in zero.check_freed(out)[3]
+    res["hub"]["call_rss"] = [calls[:-1]] * 4        # a window unread
+    assert "memory count" in counted.apply(h, res)[1]

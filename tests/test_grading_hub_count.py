@@ -38,6 +38,9 @@ def test_a_point_is_where_it_fell_and_the_memory_then():
     (a, b), = rec["points"]
     assert a[:3] == ["before", 0, -1] and b[:3] == ["x" * NAME_CHARS, 1, 1]
     assert a[3] > 0 and b[3] > 0 and len(rec["rss"][0]) == 1
+    # and its memory at each call of a window, as the hub performs it
+    assert [len(w) for w in rec["call_rss"][0]] == [1] and \
+        rec["call_rss"][0][0][0] > 0
 
 
 def test_points_past_the_most_are_dropped():
@@ -48,35 +51,42 @@ def test_points_past_the_most_are_dropped():
     assert c.record()["points"][0][0] == ["0", 0, -1, -1]
 
 
-def test_scales_sums_of_squares_and_a_flood_of_points():
-    """issue 49: a scaled point carries the hub's scale (the same for
-    every rank's k-th), an all-reduce's sum of squares is counted in its
-    window, and points past MAX_POINTS are refused, not served."""
+def test_weights_sums_of_squares_and_a_flood_of_points():
+    """issue 49: a scaled point carries the hub's weights, one per row
+    asked for (the same for every rank's k-th, none of them 1), an
+    all-reduce's sum of squares is counted in its window, and points
+    past MAX_POINTS are refused, not served."""
     import socket
 
     import torch
-    from grading.hub import SCALES, Hub
+    from grading.hub import MAX_ROWS, Hub
     from grading.proxy import recv_frame
+    from labkit.buildit.points import WEIGHTS
     pairs = [socket.socketpair() for _ in range(2)]
     hub = Hub([a for a, _ in pairs], 10.0)
     for r in range(2):
         hub._handle(r, {"op": "mark", "mark": "open"}, b"")
         hub._handle(r, {"op": "mark", "mark": "point", "name": "p",
                         "scale": True, "dtype": "float64",
-                        "out_numel": 1}, b"")
+                        "out_numel": 8}, b"")
     x = torch.tensor([3.0, 4.0])
     for r in range(2):
         hub._handle(r, {"op": "all_reduce", "reduce": "sum",
                         "dtype": "float32", "numel": [2], "out_numel": 2},
                     x.numpy().tobytes())
     got = [[recv_frame(b) for _ in range(3)] for _, b in pairs]
-    scales = [torch.frombuffer(bytearray(g[1][1]), dtype=torch.float64)
-              .item() for g in got]
-    assert scales[0] == scales[1] and \
-        round(__import__("math").log2(scales[0])) in SCALES
+    drawn = [torch.frombuffer(bytearray(g[1][1]), dtype=torch.float64)
+             .tolist() for g in got]
+    assert drawn[0] == drawn[1] and len(drawn[0]) == 8 and \
+        set(drawn[0]) <= set(WEIGHTS) and 1.0 not in WEIGHTS
     rec = hub.count.record()
-    assert rec["points"][0][0][4] == scales[0]
+    assert rec["points"][0][0][4] == drawn[0]
     assert rec["sumsq"] == [[100.0], [100.0]]      # (6, 8) summed
+    hub._handle(0, {"op": "mark", "mark": "point", "name": "p",
+                    "scale": True, "dtype": "float64",
+                    "out_numel": MAX_ROWS + 1}, b"")   # too many: none
+    h, _ = recv_frame(pairs[0][1])
+    assert h.get("ok") and len(hub.count.points[0][-1]) == 4
     hub.count.points[0] = [["p", 0, 0, -1]] * MAX_POINTS
     hub._handle(0, {"op": "mark", "mark": "point", "name": "p"}, b"")
     h, _ = recv_frame(pairs[0][1])

@@ -19,10 +19,16 @@ memory the kernel counts when a point is read other than by freeing it.
 
 A point can also be held back (sent later than the harness reached it).
 Where the order matters, the harness asks ``scaled``: the hub answers
-with a power of two it draws then (no rank can foresee it), recorded
-beside the point, and the harness multiplies a gradient by it; the check
-finds that factor in the result (``labkit.buildit.sharding``'s overlap),
-so the work that follows the point cannot have been done before it.
+with a weight per row of the batch, powers of two it draws then (no rank
+can foresee them), recorded beside the point, and the harness multiplies
+each row of a gradient by its weight before the matmul that follows the
+point; the check finds those weights in the result
+(``labkit.buildit.sharding``'s overlap). One number would not do: a
+gradient finished before the point takes it afterwards by a product
+(tests/buildit/hostile_sharding_adaptive.py); a weight per row enters
+the matmul's sum over the rows, so the gradient that carries them was
+computed after the point, a matmul's work the hub's order then puts
+after everything the rank sent before it.
 """
 from __future__ import annotations
 
@@ -32,6 +38,15 @@ import math
 SEND = None
 # a name's characters the hub keeps
 NAME_CHARS = 40
+# a scaled point's weight of a row, drawn by the hub: a power of two,
+# never 1 (so that every row of a gradient computed before it is off)
+WEIGHTS = (0.25, 0.5, 2.0, 4.0)
+
+
+def drawn(weights) -> bool:
+    """Whether ``weights`` are a scaled point's as the hub draws them."""
+    return type(weights) is list and bool(weights) and \
+        all(v in WEIGHTS for v in weights)
 
 
 def mark(name: str) -> None:
@@ -41,20 +56,24 @@ def mark(name: str) -> None:
         SEND(str(name)[:NAME_CHARS])
 
 
-def scaled(name: str) -> float:
-    """A point whose answer is the hub's scale (1.0 without a hub)."""
+def scaled(name: str, rows: int) -> list:
+    """A point whose answer is the hub's weights, one per row of a batch
+    of ``rows`` (1.0 each without a hub)."""
     if SEND is None:
-        return 1.0
-    return float(SEND(str(name)[:NAME_CHARS], True))
+        return [1.0] * rows
+    got = SEND(str(name)[:NAME_CHARS], int(rows))
+    if type(got) is not list or len(got) != rows:
+        raise RuntimeError("the grader's hub gave no weights for a point")
+    return [float(v) for v in got]
 
 
 def of_hub(result) -> list:
     """Per rank, the hub's record of its points: ``[name, windows, calls,
     rss]`` each (``windows``: the counting windows opened before it;
     ``calls``: the open window's calls before it, -1 outside a window;
-    ``rss``: the rank's memory then, -1 when unread), and the hub's scale
-    after them for a ``scaled`` point. A ValueError when the record is
-    not that shape."""
+    ``rss``: the rank's memory then, -1 when unread), and the hub's
+    weights after them for a ``scaled`` point. A ValueError when the
+    record is not that shape."""
     pts = (result.get("hub") or {}).get("points")
     n = len(result.get("ranks") or [])
     if type(pts) is not list or len(pts) != n:
@@ -63,23 +82,26 @@ def of_hub(result) -> list:
         if type(per) is not list or not all(
                 type(p) is list and len(p) in (4, 5) and type(p[0]) is str
                 and all(type(v) is int for v in p[1:4])
-                and (len(p) == 4 or type(p[4]) is float) for p in per):
+                and (len(p) == 4 or type(p[4]) is list and p[4] and
+                     all(type(v) is float for v in p[4])) for p in per):
             raise ValueError("a point the grader's hub did not record")
     return pts
 
 
-def scale_found(got, want, first: int, scale: float, sumsq: float,
-                world: int) -> bool:
+def weights_found(got, weighted, plain, first: int, sumsq: float,
+                  world: int) -> bool:
     """Whether a run's gradients ``got`` (``tensors.flat`` data) carry the
-    hub's ``scale`` on their first ``first`` tensors (those computed after
-    a ``scaled`` point) against the rest, within 1 %: the ratio of their
-    least-squares factors to the reference ``want`` (tensors), so that a
-    gradient off by one factor everywhere (summed, not averaged) still
-    shows it; a point held back past that work does not. And so did the
-    all-reduces as the hub computed them (``sumsq``, the sum of squares
-    of their results in the step): the reference's, the first tensors
-    scaled, averaged (or summed over ``world`` ranks) within 0.1 %, so
-    the scale cannot be put in after the collectives."""
+    hub's weights on their first ``first`` tensors (those computed after
+    a ``scaled`` point): ``weighted``, the reference's with those rows
+    weighted, fits them to within 1 % of their norm, by the factor that
+    fits the rest to ``plain`` (the reference's), so that a gradient off
+    by one factor everywhere (summed, not averaged) still shows it; a
+    point held back past that work does not, nor one number put in
+    afterwards. And so did the all-reduces as the hub computed them
+    (``sumsq``, the sum of squares of their results in the step): the
+    reference's, the first tensors weighted, averaged (or summed over
+    ``world`` ranks) within 0.1 %, so the weights cannot be put in after
+    the collectives."""
     import base64
     import binascii
 
@@ -89,18 +111,17 @@ def scale_found(got, want, first: int, scale: float, sumsq: float,
              .astype(np.float64) for m in got]
     except (binascii.Error, TypeError, ValueError):
         return False
-    w = [t.detach().double().flatten().numpy() for t in want]
+    w = [t.detach().double().flatten().numpy()
+         for t in list(weighted[:first]) + list(plain[first:])]
     if len(g) != len(w) or any(a.shape != b.shape for a, b in zip(g, w)):
         return False
-
-    def factor(a, b) -> float:
-        a, b = np.concatenate(a), np.concatenate(b)
-        bb = float(b @ b)
-        return float(a @ b) / bb if bb else math.nan
+    a, b = np.concatenate(g[first:]), np.concatenate(w[first:])
+    head, want = np.concatenate(g[:first]), np.concatenate(w[:first])
     with np.errstate(all="ignore"):
-        ratio = factor(g[:first], w[:first]) / factor(g[first:], w[first:])
-    norm = scale ** 2 * sum(float(v @ v) for v in w[:first]) + \
-        sum(float(v @ v) for v in w[first:])
-    seen = any(abs(sumsq - c * c * norm) <= 1e-3 * c * c * norm
-               for c in (1, world))
-    return bool(abs(ratio / scale - 1) < 0.01) and seen
+        c = float(a @ b) / float(b @ b) if float(b @ b) else math.nan
+        off = float(np.linalg.norm(head - c * want) /
+                    np.linalg.norm(c * want))
+    norm = sum(float(v @ v) for v in w)
+    seen = any(abs(sumsq - k * k * norm) <= 1e-3 * k * k * norm
+               for k in (1, world))
+    return bool(off < 0.01) and seen

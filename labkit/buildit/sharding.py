@@ -25,7 +25,7 @@ import functools
 import json
 import math
 
-from labkit.buildit.points import scale_found
+from labkit.buildit.points import drawn, weights_found
 from labkit.buildit.tensors import cache_key, flat, gap
 
 CONFIG = {"sizes": [16, 32, 32, 32, 4], "batch": 8, "steps": 2,
@@ -77,30 +77,49 @@ def share(cfg, w, r) -> list:
     return part(data(cfg, w), r, cfg["batch"], 0)
 
 
-@functools.lru_cache(maxsize=4)
-def _reference(key) -> list:
+@functools.lru_cache(maxsize=16)
+def _reference(key, weights) -> list:
+    import torch
     from torch import nn
     cfg, w = json.loads(key[0]), key[1]
     ref = mlp(cfg)
     x, y = data(cfg, w)
+    if weights is not None:      # every rank's rows, by the same weights
+        rows = torch.tensor(weights, dtype=torch.float32).repeat(w)
+
+        def weigh(module, args, out) -> None:
+            out.register_hook(lambda g: g * rows.view(-1, 1))
+        ref[0].register_forward_hook(weigh)
     nn.functional.mse_loss(ref(x), y).backward()
     return [p.grad.detach().clone() for p in ref.parameters()]
 
 
-def reference(cfg, w) -> list:
-    """The single-process gradients of the whole batch (the checker's)."""
+def reference(cfg, w, weights=None) -> list:
+    """The single-process gradients of the whole batch (the checker's);
+    with ``weights`` (the hub's, one per row of a rank's batch), each
+    rank's rows of the first layer's output gradient weighted by them,
+    as the harness's point did."""
     import torch
     with torch.random.fork_rng():      # the caller's RNG stays as it was
-        return _reference(cache_key(cfg, w))
+        return _reference(cache_key(cfg, w),
+                          None if weights is None else tuple(weights))
 
 
 def _mark_backward_end(module, args, out) -> None:
     """A forward hook of the first layer: a point (``labkit.buildit.points``)
-    as the gradient of its output arrives, before its own backward; its
-    gradient is multiplied by the hub's scale (1.0 without a hub), which
-    the checks find in the first layer's gradients (``from_hub``)."""
+    as the gradient of its output arrives, before its own backward; each
+    row of that gradient is multiplied by the hub's weight for it (1.0
+    without a hub), which the checks find in the first layer's gradients
+    (``from_hub``): its matmul sums over the rows after the point."""
+    out.register_hook(_weighted)
+
+
+def _weighted(g):
+    import torch
+
     from labkit.buildit import points
-    out.register_hook(lambda g: g * points.scaled(LAST_MATMUL))
+    w = points.scaled(LAST_MATMUL, g.shape[0])
+    return g * torch.tensor(w, dtype=g.dtype).view(-1, 1)
 
 
 def rank_run(ctx, mod, cfg) -> dict:
@@ -184,13 +203,14 @@ def from_hub(result, windows):
                 raise ValueError("all-reduces the timeline did not see")
             at = [p for p in mine if p[1] == i + 1 and p[2] >= 0
                   and p[0] == LAST_MATMUL and len(p) == 5]
-            if len(at) != 1:
+            if len(at) != 1 or len(at[0][4]) != cfg["batch"]:
                 raise ValueError(f"{len(at)} marks of backward's last "
-                                 "matmul in a step, not 1")
+                                 "matmul in a step, weighing its rows, "
+                                 "not 1")
             early = sum(c[0] == "all_reduce" for c in win[:at[0][2]])
-            # the hub's scale, which the first layer's gradient carries
+            # the hub's weights, which the first layer's gradient carries
             runs.append({**run, "all_reduce_bytes": ar, "early": early,
-                         "scale": at[0][4], "sumsq": float(sq[i]),
+                         "weights": at[0][4], "sumsq": float(sq[i]),
                          "other_ops": sorted({c[0] for c in win}
                                              - {"all_reduce"})})
         ranks.append({**r, "runs": runs})
@@ -217,13 +237,20 @@ def _runs(result):
 
 
 def check_grads(result):
-    ref = reference(result["config"], len(result["ranks"]))
-    # the first layer's carry the hub's scale s (a power of two: the gap
-    # over s is the unscaled one, exactly)
-    worst = max(max(gap(m, t * s) / s for m, t, s in zip(
-        run["grads"], ref, [run.get("scale", 1.0)] * 2 + [1.0] * len(ref)))
-                if len(run["grads"]) == len(ref) else math.inf
-                for run in _runs(result))
+    cfg, w = result["config"], len(result["ranks"])
+    ref = reference(cfg, w)
+
+    def worst_of(run):
+        # under the hub the first layer's carry its weights (at most 4:
+        # their gap over 4 is at most the unweighted one's)
+        ws = run.get("weights") if result.get("hub") is not None else None
+        if len(run["grads"]) != len(ref) or ws is not None and \
+                not drawn(ws):
+            return math.inf
+        want = ref if ws is None else reference(cfg, w, ws)[:2] + ref[2:]
+        return max(gap(m, t) / (max(ws) if ws and i < 2 else 1.0)
+                   for i, (m, t) in enumerate(zip(run["grads"], want)))
+    worst = max(worst_of(run) for run in _runs(result))
     ok = worst < TOL
     return ok, worst, f"< {TOL:g}", (
         f"your gradients differ from the single-process gradients of the "
@@ -255,14 +282,17 @@ def check_buckets(result):
 def check_overlap(result):
     ns = numels(result["config"]["sizes"])
     hub = result.get("hub") is not None     # the hub's order, not theirs
-    ref = reference(result["config"], len(result["ranks"])) if hub else 0
+    cfg, w = result["config"], len(result["ranks"])
+    ref = reference(cfg, w) if hub else 0
     for run in _runs(result):
-        if hub and not scale_found(run["grads"], ref, 2, run["scale"],
-                                   run["sumsq"], len(result["ranks"])):
-            return False, "a point held back", "the hub's scale", (
+        weights = run.get("weights")
+        if hub and not (drawn(weights) and weights_found(
+                run["grads"], reference(cfg, w, weights), ref, 2,
+                run["sumsq"], w)):
+            return False, "a point held back", "the hub's weights", (
                 "the first layer's gradient does not carry the grader's "
-                "scale, answered at backward's last matmul: its point "
-                "was held back past the work that follows it")
+                "weights of its rows, answered at backward's last matmul: "
+                "its point was held back past the work that follows it")
         n = len(run["matmuls_at_issue"])
         early = run["early"] if hub else sum(
             a < run["backward_matmuls"] for a in run["matmuls_at_issue"])

@@ -42,8 +42,9 @@ import json
 import math
 
 from labkit.buildit.tensors import cache_key, flat, gap
-from labkit.buildit.zero_state import MEASURED, check_freed_rss, \
-    check_state, probe, probe_counts, psi_sizes, state_bounds
+from labkit.buildit.zero_state import MEASURED, backward_held, \
+    check_freed_rss, check_state, probe, probe_counts, psi_sizes, \
+    state_bounds
 
 # no layer holds more than a third of the parameters, so that a rank that
 # frees each gradient once reduced stays far below Phi / 2 ("freed")
@@ -181,14 +182,18 @@ def from_hub(result, windows):
     n = 2 * steps + 1 + (2 * p["steps"] + 3 if p else 0)
     rss = result["hub"].get("rss") if p else None
     ranks = []
-    for i, (r, w) in enumerate(windows_of(result, windows, n)):
-        w = w[:2 * steps + 1]
+    for i, (r, every) in enumerate(windows_of(result, windows, n)):
+        w = every[:2 * steps + 1]
         out = {k: v for k, v in r.items() if k not in MEASURED}  # ours
         out = {**out, "bytes_per_step": [_merged(summed(b), summed(s))
                                        for b, s in zip(w[1::2], w[2::2])],
                "backward_bytes_per_step": [summed(b) for b in w[1::2]]}
         if rss is not None:
             out.update(probe_counts(rss[i], steps, p["steps"]))
+            calls = result["hub"].get("call_rss")
+            if calls is not None:         # the hub's reading at each call
+                out["held_rss_per_step"] = backward_held(
+                    cfg, len(result["ranks"]), rss[i], calls[i], every)
         ranks.append(out)
     return {**result, "ranks": ranks}
 

@@ -33,7 +33,16 @@ hostile_zero_hook_ballast.py): so at the probe's first reading a rank
 holds nothing beyond the probe's model and data since before the
 student's code was imported (``labkit.buildit.held``), and as each
 backward begins no more than after its last step
-(``freed_rss_per_step``: ZeRO's state only grows).
+(``freed_rss_per_step``: ZeRO's state only grows). A block kept as
+state, freed in backward and allocated again in ``step()``
+(hostile_zero_state_ballast.py) passes both, and at N = 4 it fits in
+the state's bound (16 Psi / N = Phi there). So the hub also reads the
+rank at every collective it performs (``call_rss``) and the checks hold
+each reading of a backward, from the probe's first, to what that point
+may hold (``backward_held``): ZeRO-2's whole state (16 Psi / N), and at a
+reduce-scatter the gradients of one layer (one matmul's weight and bias)
+and the call's buffers; a rank that keeps every gradient holds Phi and
+Adam's moments (8 Psi / N) at the end of backward.
 """
 from __future__ import annotations
 
@@ -41,7 +50,7 @@ from __future__ import annotations
 RSS_NOISE = 1 << 20
 # what ``probe_counts`` gives; a rank's own values of these are dropped
 MEASURED = ("state_rss", "grads_rss_per_step", "probe_rss",
-            "freed_rss_per_step")
+            "freed_rss_per_step", "held_rss_per_step")
 
 
 def probe_counts(rss, steps: int, probe_steps: int) -> dict:
@@ -64,6 +73,40 @@ def probe_counts(rss, steps: int, probe_steps: int) -> dict:
             "grads_rss_per_step": [rss[b + 1] - rss[b] for b in back],
             "probe_rss": rss[base],
             "freed_rss_per_step": [rss[b] - rss[-1] for b in back]}
+
+
+def backward_held(cfg, w: int, rss, calls, windows) -> list:
+    """Per probe step, the most one rank held during backward beyond what
+    that point may hold, from the probe's first reading (``rss``: the
+    hub's at the windows' openings): at each call of the backward's
+    window (``calls``: the hub's readings, ``windows``: its calls), the
+    reading less the call's buffer, its shard and the gradients of the
+    layer its tensor belongs to (a buffer of no tensor's size, a bucket:
+    twice its bytes); at the end (the step's window opening), nothing."""
+    from labkit.buildit.sharding import numels
+    n = numels(cfg["probe"]["sizes"])
+    layer = {}                 # a tensor's padded bytes -> its layer's
+    for i, k in enumerate(n):
+        key = 4 * w * -(-k // w)
+        layer[key] = max(layer.get(key, 0), 4 * (n[i - i % 2] +
+                                                 n[i - i % 2 + 1]))
+    if type(calls) is not list or len(calls) != len(windows):
+        raise ValueError("no memory count at every window's calls")
+    base = 2 * cfg["steps"] + 1
+    out = []
+    for k in range(cfg["probe"]["steps"]):
+        b = base + 2 + 2 * k
+        got, seen = calls[b], windows[b]
+        if type(got) is not list or len(got) != len(seen) or \
+                any(type(v) is not int or v < 0 for v in got):
+            raise ValueError("no memory count at every call")
+        most = rss[b + 1] - rss[base]
+        for v, c in zip(got, seen):
+            size = c[1] if type(c[1]) is int else 0
+            may = size + size // w + layer.get(size, size)
+            most = max(most, v - rss[base] - may)
+        out.append(most)
+    return out
 
 
 def course_bytes(cfg) -> int:
@@ -220,6 +263,9 @@ def check_freed_rss(result):
             f"smaller. ZeRO-2 frees each gradient once its shard is "
             f"reduced; free nothing else there")
     worst = max(max(g) for g in got)
+    why = _held_in_backward(result) if worst <= phi // 2 else None
+    if why:                  # its growth passes: a block freed in it
+        return False, worst, want, why
     return worst <= phi // 2, worst, want, (
             f"on a model of Phi = {phi} B of gradients a rank's memory grew "
             f"by {worst} B over backward (the grader counted): the "
@@ -228,3 +274,37 @@ def check_freed_rss(result):
             "keeps its shard and frees it (p.grad = None), so that the "
             "whole gradient never lives on a rank; ZeRO-1 keeps it until "
             "step()")
+
+
+def held_limit(cfg, w: int) -> int:
+    """The most a rank may hold during the probe's backward beyond what
+    that point holds (``backward_held``): the middle of ZeRO-2's whole
+    state (16 Psi / N, padded) and what a rank that keeps every gradient
+    holds at the end of backward (Adam's moments, 8 Psi / N, and Phi),
+    both above their tensors by the count's noise (the answer key's
+    state reads 1.1 MB above them)."""
+    from labkit.buildit.sharding import numels
+    n = numels(cfg["probe"]["sizes"])
+    psi, padded = sum(n), sum(-(-k // w) for k in n)
+    return (16 * padded + 8 * psi // w + 4 * psi) // 2 + RSS_NOISE
+
+
+def _held_in_backward(result) -> str | None:
+    cfg, w = result["config"], len(result["ranks"])
+    got = [r.get("held_rss_per_step") for r in result["ranks"]]
+    if all(g is None for g in got):
+        return None           # a hub without readings at its calls
+    if not all(type(g) is list and g and all(type(v) is int for v in g)
+               for g in got):
+        return "the grader has no memory count at your backward's calls"
+    most, limit = max(max(g) for g in got), held_limit(cfg, w)
+    if most <= limit:
+        return None
+    return (f"during a backward pass a rank held {most} B more than when "
+            f"the grader's memory probe began, beyond the gradients of "
+            f"the layer it was reducing (the grader counted, at every "
+            f"collective and as backward ended): ZeRO-2 holds no more "
+            f"than its state there (16 Psi / N; {limit} B allowed, half way "
+            f"to what a rank that keeps every gradient holds). Free each "
+            f"gradient once its shard is reduced (p.grad = None), and free "
+            f"nothing in backward that the optimizer keeps")

@@ -26,13 +26,14 @@ import torch
 
 from grading.hub_count import MAX_POINTS, Count
 from grading.proxy import recv_frame, send_frame
+from labkit.buildit.points import WEIGHTS
 
 _DTYPES = {str(d)[6:]: d for d in (torch.float32, torch.float64, torch.float16,
                                torch.bfloat16, torch.int64, torch.int32,
                                torch.int16, torch.int8, torch.uint8,
                                torch.bool)}
 _RNG = random.SystemRandom()
-SCALES = [k for k in range(-6, 7) if k]   # a scaled point's 2 ** k
+MAX_ROWS = 64     # the weights one scaled point may ask for (a batch)
 _COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all",
                 "broadcast", "barrier")
 
@@ -186,18 +187,24 @@ class Hub:
                              "the grader refuses the rest")
                 return
             scale = None
+            rows = h.get("out_numel")
             if h.get("mark") == "point" and h.get("scale") is True and \
-                    h.get("dtype") == "float64" and h.get("out_numel") == 1:
-                # a power of two no rank can foresee (points.scaled), the
-                # same for every rank's k-th: one gradient across ranks
+                    h.get("dtype") == "float64" and type(rows) is int \
+                    and 1 <= rows <= MAX_ROWS:
+                # a weight per row no rank can foresee (points.scaled),
+                # drawn as the first rank's k-th point arrives, the same
+                # for every rank's k-th: one gradient across ranks
                 k = self.scaled[r]
                 self.scaled[r] += 1
                 while len(self.scales) <= k:
-                    self.scales.append(2.0 ** _RNG.choice(SCALES))
-                scale = self.scales[k]
+                    self.scales.append([])
+                drawn = self.scales[k]
+                while len(drawn) < rows:
+                    drawn.append(_RNG.choice(WEIGHTS))
+                scale = drawn[:rows]
             self.count.mark(r, h.get("mark"), h.get("name"), scale)
             self._answer(r, None if scale is None else
-                         torch.tensor([scale], dtype=torch.float64))
+                         torch.tensor(scale, dtype=torch.float64))
             return
         if op == "deal":           # ``labkit.buildit.dealt``
             x = self.deal(r) if self.deal else None

@@ -15,7 +15,10 @@ window, barriers aside. With the ranks' ``pids``, ``rss``: per rank, the
 anonymous memory the rank's process held as it opened each window
 (``memory.resident``, read here while the rank waits for the hub's
 answer to its mark): what a part's memory checks read instead of a
-number the rank computes about itself (``labkit.buildit.zero``); and
+number the rank computes about itself (``labkit.buildit.zero``);
+``call_rss``: per rank and window, its memory at each call of that
+window, read as the hub performs it (the rank waits for its answer: a
+reading it cannot time otherwise than by the call itself); and
 ``base``, per rank, its memory at the first "base" mark, which the
 course's code sends before the student's module is imported
 (``ranks.py``), so that a block held since then shows
@@ -25,10 +28,11 @@ course's code sends before the student's module is imported
 open window before it (-1 outside one), memory then (-1 unread)]``,
 where a check reads an order or a memory peak instead of the rank's own
 timeline or probe (``labkit.buildit.sharding``'s overlap,
-``labkit.buildit.fsdp_peak``); a scaled point (``points.scaled``) has the
-scale the hub answered with as a fifth value. ``sumsq``: per rank and
-window, the sum of squares of the all-reduces' results the hub computed
-(what a check finds a hub's scale in, ``labkit.buildit.sharding``).
+``labkit.buildit.fsdp_peak``); a scaled point (``points.scaled``) has
+the weights the hub answered with (one per row) as a fifth value.
+``sumsq``: per rank and window, the sum of squares of the all-reduces'
+results the hub computed (what a check finds a hub's weights in,
+``labkit.buildit.sharding``).
 """
 from __future__ import annotations
 
@@ -49,12 +53,15 @@ class Count:
         self.rss = [[] for _ in range(n)]
         self.base = [-1] * n
         self.sumsq = [[] for _ in range(n)]
+        self.call_rss = [[] for _ in range(n)]
 
     def call(self, r: int, op: str, nbytes: int, dtype: str,
              *p2p, sumsq: float = 0.0) -> None:
         if self.depth[r] > 0:
             self.sumsq[r][-1] += sumsq
             self.windows[r][-1].append([op, nbytes, dtype, *p2p])
+            if self.pids:
+                self.call_rss[r][-1].append(self._memory(r))
         elif op != "barrier":
             self.outside[r][op] = self.outside[r].get(op, 0) + nbytes
 
@@ -75,6 +82,7 @@ class Count:
                 self.sumsq[r].append(0.0)
                 if self.pids:
                     self.rss[r].append(self._memory(r))
+                    self.call_rss[r].append([])
             self.depth[r] += 1
         elif kind == "base" and self.base[r] < 0:
             self.base[r] = self._memory(r)   # the first only: the course's
@@ -86,4 +94,5 @@ class Count:
                "points": self.points, "sumsq": self.sumsq}
         if self.pids:
             out["rss"], out["base"] = self.rss, self.base
+            out["call_rss"] = self.call_rss
         return out

@@ -40,9 +40,17 @@ _REDUCE = {"SUM": "sum", "AVG": "avg", "MAX": "max", "MIN": "min",
            "PRODUCT": "product"}
 
 
-def send_frame(sock, header: dict, payload: bytes = b"") -> None:
+def send_frame(sock, header: dict, *payload) -> None:
+    """One frame: the header, then the payload's buffers as they are (a
+    rank sends its tensors' own memory, no copy of them: the hub reads
+    the rank's memory once the frame arrived, and a copy freed as the
+    send returns would be in that count or not, by a race)."""
+    parts = [memoryview(p).cast("B") for p in payload if len(p)]
     h = json.dumps(header).encode()
-    sock.sendall(struct.pack(">II", len(h), len(payload)) + h + payload)
+    sock.sendall(struct.pack(">II", len(h), sum(len(p) for p in parts))
+                 + h)
+    for p in parts:
+        sock.sendall(p)
 
 
 def _exact(sock, n: int) -> bytes:
@@ -86,9 +94,10 @@ def recv_frame(sock) -> tuple[dict, bytes]:
     return header, _exact(sock, pl)
 
 
-def _bytes(tensors) -> bytes:
-    return b"".join(t.detach().contiguous().view(-1).view(torch.uint8)
-                    .numpy().tobytes() for t in tensors if t.numel())
+def _bytes(tensors) -> list:
+    """The tensors' bytes as buffers of their own memory (no copy)."""
+    return [t.detach().contiguous().view(-1).view(torch.uint8).numpy()
+            for t in tensors if t.numel()]
 
 
 def _fill(tensors, payload: bytes) -> None:
@@ -145,7 +154,7 @@ class HubGroup(dist.ProcessGroup):
                   "out_numel": sum(t.numel() for t in outs)}
         with self._lock:
             try:
-                send_frame(self._sock, header, _bytes(ins))
+                send_frame(self._sock, header, *_bytes(ins))
                 reply, payload = recv_frame(self._sock)
             except socket.timeout:
                 raise RuntimeError("timed out waiting for the other ranks")
@@ -157,17 +166,18 @@ class HubGroup(dist.ProcessGroup):
     def mark(self, kind: str) -> None:
         self._call({"op": "mark", "mark": kind})
 
-    def point(self, name: str, scale: bool = False) -> float:
+    def point(self, name: str, rows: int = 0):
         """A harness's point (``labkit.buildit.points``): the hub records
         where it fell and reads this rank's memory before it answers;
-        with ``scale``, its answer is the hub's scale (else 1.0)."""
+        with ``rows``, its answer is the hub's weights, one per row (a
+        list of floats; else None)."""
         head = {"op": "mark", "mark": "point", "name": str(name)}
-        if not scale:
+        if not rows:
             self._call(head)
-            return 1.0
-        out = torch.empty(1, dtype=torch.float64)
+            return None
+        out = torch.empty(int(rows), dtype=torch.float64)
         self._call({**head, "scale": True}, (), [out])
-        return float(out[0])
+        return out.tolist()
 
     def deal(self, out) -> None:
         """Fill ``out`` (flat float32) with this rank's share of the data,
