@@ -31,7 +31,8 @@ cannot run here (nvcc for lab 9, host RAM, disk) is listed as "skipped
 emulated`` below sm_89). The launches get the profile's heartbeat stall
 limit (``labkit.launch.heartbeat.profile_stall_s``). ``--plan`` prints each lab's
 estimated minutes and cost (``labkit.predict.labtime``) and runs nothing;
-after a run, ``run.json`` holds the estimate beside the actual minutes.
+on a GPU profile it prices only the labs that fit the profile's node
+(``node: {gpus: N}``) and names the others; after a run, ``run.json`` holds the estimate beside the actual minutes.
 Executed notebooks and ``run.json`` carry the run's provenance
 (``labkit.results.provenance``); ``results_dir`` is passed relative to the
 project, so no absolute path of this checkout reaches the book.
@@ -93,9 +94,14 @@ def _span(lo: float, hi: float, fmt: str = "{:.1f}") -> str:
 def plan(profile_name: str, profile: dict, chosen: list[str],
          price_per_hour: float | None) -> dict[str, labtime.Estimate]:
     """Print each lab's estimated minutes (a low-high range on a GPU
-    profile), the node's set-up and the cost; start nothing."""
+    profile), the node's set-up and the cost; start nothing. A lab whose
+    launches need more GPUs than the profile's node has (``node: {gpus:
+    N}``) is named, not priced: the runner skips it there. Every chosen
+    lab's estimate is returned (``run.json`` keeps it)."""
     gpu = profile_name != "cpu"
     est = labtime.plan(profile, gpu, chosen)
+    skips = skipped_on_node(profile_name, profile, chosen)
+    priced = {n: e for n, e in est.items() if n not in skips}
     price = f"cost (${price_per_hour:g}/h)" if price_per_hour is not None \
         else "cost"
 
@@ -107,7 +113,7 @@ def plan(profile_name: str, profile: dict, chosen: list[str],
     print(f"{'lab':18s} {'launches':>8s} {'runs':>5s} "
           + " ".join(f"{k:>11s}" for k in labtime.PARTS)
           + f" {'minutes':>11s} {price:>17s}")
-    for n, e in est.items():
+    for n, e in priced.items():
         print(f"{n:18s} {e.launches:8d} {e.runs:5d} " + " ".join(
             f"{_span(lo / 60, hi / 60, '{:.2f}'):>11s}"
             for lo, hi in e.parts.values())
@@ -117,15 +123,19 @@ def plan(profile_name: str, profile: dict, chosen: list[str],
     if hi:
         print(f"{'node set-up':18s} {'':>8s} {'':>5s} " + " " * 48
               + f"{_span(lo / 60, hi / 60):>11s} {dollars(lo, hi):>17s}")
-    lo += sum(e.low for e in est.values())
-    hi += sum(e.high for e in est.values())
+    lo += sum(e.low for e in priced.values())
+    hi += sum(e.high for e in priced.values())
     print(f"{'total':18s} {'':>8s} {'':>5s} " + " " * 48
           + f"{_span(lo / 60, hi / 60):>11s} {dollars(lo, hi):>17s}")
+    if skips:
+        print("not priced, more GPUs than the node's "
+              f"{preflight.profile_gpus(profile_name)}: " + ", ".join(
+                  f"{n} (needs {k})" for n, k in skips.items()))
     if gpu:
         print(f"(minutes, low-high: the named defaults of "
               f"labkit.predict.labtime.machine at both ends; steps at "
               f"step_time on the {labtime.M.GPU} data sheet; largest "
-              f"uncertainty: {labtime.largest_uncertainty(est, gpu)}; "
+              f"uncertainty: {labtime.largest_uncertainty(priced, gpu)}; "
               "nothing was run)")
     else:
         t = labtime.M.measured()
@@ -134,6 +144,19 @@ def plan(profile_name: str, profile: dict, chosen: list[str],
               f"{t['cores']} cores (run it on your machine for its own); "
               "nothing was run)")
     return est
+
+
+def skipped_on_node(profile_name: str, profile: dict,
+                    chosen: list[str]) -> dict[str, int]:
+    """The chosen labs a GPU profile's node cannot run, with the GPUs each
+    needs (:func:`gpus_needed` above the profile's ``node.gpus``); none
+    on the CPU profile, where ranks share the cores, or on a profile that
+    names no node."""
+    have = preflight.profile_gpus(profile_name)
+    if profile_name == "cpu" or have is None:
+        return {}
+    need = {n: gpus_needed(profile.get(n) or {}) for n in chosen}
+    return {n: k for n, k in need.items() if k > have}
 
 
 def load_profile(profile: str) -> dict:

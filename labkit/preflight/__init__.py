@@ -58,14 +58,38 @@ ROOT = Path(__file__).resolve().parents[2]
 PROFILES = ROOT / "labs" / "profiles"
 
 
-def load_profile(name: str) -> dict:
-    """``labs/profiles/<name>.yaml``; a clear error for an unknown name."""
+NODE = "node"
+"""A profile's one key that is not a lab: the node it is written for
+(``gpus``: how many GPUs; absent on the CPU profile)."""
+
+
+def _read_profile(name: str) -> dict:
     import yaml
     f = PROFILES / f"{name}.yaml"
     if not f.is_file():
         known = sorted(p.stem for p in PROFILES.glob("*.yaml"))
         raise ValueError(f"unknown profile {name!r}; known: {known}")
     return yaml.safe_load(f.read_text()) or {}
+
+
+def load_profile(name: str) -> dict:
+    """``labs/profiles/<name>.yaml``'s lab sections (its ``node`` apart:
+    :func:`profile_gpus`); a clear error for an unknown name."""
+    return {k: v for k, v in _read_profile(name).items() if k != NODE}
+
+
+def profile_gpus(name: str) -> int | None:
+    """The GPUs of the node profile ``name`` is written for (its
+    ``node: {gpus: N}``; None where it names no node, as the CPU profile):
+    the run plan prices only the labs whose launches fit them, as the
+    runner skips the others."""
+    gpus = (_read_profile(name).get(NODE) or {}).get("gpus")
+    if gpus is None:
+        return None
+    if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1:
+        raise ValueError(f"{name}.yaml: node.gpus must be a whole number "
+                         f">= 1, got {gpus!r}")
+    return gpus
 
 
 def offload_bytes(profile: dict) -> tuple[float, float]:
