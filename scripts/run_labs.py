@@ -100,7 +100,7 @@ def plan(profile_name: str, profile: dict, chosen: list[str],
     lab's estimate is returned (``run.json`` keeps it)."""
     gpu = profile_name != "cpu"
     est = labtime.plan(profile, gpu, chosen)
-    skips = skipped_on_node(profile_name, profile, chosen)
+    skips = preflight.too_big_for_node(profile_name, profile, chosen)
     priced = {n: e for n, e in est.items() if n not in skips}
     price = f"cost (${price_per_hour:g}/h)" if price_per_hour is not None \
         else "cost"
@@ -144,19 +144,6 @@ def plan(profile_name: str, profile: dict, chosen: list[str],
               f"{t['cores']} cores (run it on your machine for its own); "
               "nothing was run)")
     return est
-
-
-def skipped_on_node(profile_name: str, profile: dict,
-                    chosen: list[str]) -> dict[str, int]:
-    """The chosen labs a GPU profile's node cannot run, with the GPUs each
-    needs (:func:`gpus_needed` above the profile's ``node.gpus``); none
-    on the CPU profile, where ranks share the cores, or on a profile that
-    names no node."""
-    have = preflight.profile_gpus(profile_name)
-    if profile_name == "cpu" or have is None:
-        return {}
-    need = {n: gpus_needed(profile.get(n) or {}) for n in chosen}
-    return {n: k for n, k in need.items() if k > have}
 
 
 def load_profile(profile: str) -> dict:

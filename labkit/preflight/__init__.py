@@ -92,6 +92,19 @@ def profile_gpus(name: str) -> int | None:
     return gpus
 
 
+def too_big_for_node(name: str, profile: dict, labs=None) -> dict:
+    """The labs (of ``labs``, default all) of GPU profile ``name`` whose
+    largest launch needs more GPUs than its node has, with that need
+    (:func:`lab_ranks` above :func:`profile_gpus`): the runner skips
+    them there, so the run plan does not price them. None on the CPU
+    profile (ranks share the cores) or a profile that names no node."""
+    have = profile_gpus(name)
+    if name == "cpu" or have is None:
+        return {}
+    need = {n: lab_ranks(profile.get(n) or {}) for n in (labs or profile)}
+    return {n: k for n, k in need.items() if k > have}
+
+
 def offload_bytes(profile: dict) -> tuple[float, float]:
     """(host RAM, NVMe bytes) the offload cells of lab 4 need on this node:
     every rank's offloaded model states (``labkit.predict.memory.ledger``)."""
