@@ -60,10 +60,11 @@ within a sitting: 2.5 to 6.6 s in one).
 CPU seconds do not depend on the hour: ``--cpu-only`` measures the run
 costs' CPU seconds (``cpu_s``) into an existing table and prices them at
 that table's ``slowdown``, so a new run cost joins constants measured at
-another hour without the load of this one. Everything is written, with the machine's cores and load average
-before and after, to ``labkit/predict/labtime/cpu.json``: a shared
-machine's speed varies between hours, so the constants and the labs are
-measured in one sitting, and the table says when. A lab added after
+another hour without the load of this one. Everything is written, with
+the machine's cores and load average before and after, to
+``labkit/predict/labtime/cpu.json``: a shared machine's speed varies
+between hours, so the constants and the labs are measured in one
+sitting, and the table says when. A lab added after
 that sitting (``--only``, repeatable) is run alone and written into the
 existing table beside the others, which keep their seconds, and the
 constants theirs; ``apart`` lists such labs with when they ran, the load

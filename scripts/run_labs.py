@@ -29,10 +29,11 @@ stops, exit status 2, if the run would fail; a lab only preflight says
 cannot run here (nvcc for lab 9, host RAM, disk) is listed as "skipped
 (reason)", and a lab with a fallback runs with it (lab 14's ``fp8:
 emulated`` below sm_89). The launches get the profile's heartbeat stall
-limit (``labkit.launch.heartbeat.profile_stall_s``). ``--plan`` prints each lab's
-estimated minutes and cost (``labkit.predict.labtime``) and runs nothing;
-on a GPU profile it prices only the labs that fit the profile's node
-(``node: {gpus: N}``) and names the others; after a run, ``run.json`` holds the estimate beside the actual minutes.
+limit (``labkit.launch.heartbeat.profile_stall_s``). ``--plan`` prints
+each lab's estimated minutes and cost (``labkit.predict.labtime``) and
+runs nothing; on a GPU profile it prices only the labs that fit the
+profile's node (``node: {gpus: N}``) and names the others; after a run,
+``run.json`` holds the estimate beside the actual minutes.
 Executed notebooks and ``run.json`` carry the run's provenance
 (``labkit.results.provenance``); ``results_dir`` is passed relative to the
 project, so no absolute path of this checkout reaches the book.
@@ -139,10 +140,12 @@ def plan(profile_name: str, profile: dict, chosen: list[str],
               "nothing was run)")
     else:
         t = labtime.M.measured()
+        cpu_s = (t.get("cpu_s_measured") or {}).get("at")
         print(f"(minutes; every part priced by the constants "
-              f"scripts/bench_labtime.py measured at {t['finished']} on "
-              f"{t['cores']} cores (run it on your machine for its own); "
-              "nothing was run)")
+              f"scripts/bench_labtime.py measured at {t['finished']}"
+              + (f", the runs' CPU seconds at {cpu_s}" if cpu_s else "")
+              + f", on {t['cores']} cores (run it on your machine for its "
+              "own); nothing was run)")
     return est
 
 

@@ -9,8 +9,8 @@ start-up (torchrun, the ranks' interpreters and torch, on a GPU the CUDA
 context and NCCL's communicator), restarted when the lab kills a rank on
 purpose; each launch's work -- every training run's build and wrap (an
 FSDP run, a DDP run, a DeepSpeed engine and a Colossal-AI plugin each at
-its own measured price), its steps at the step time of :func:`labkit.predict.roofline.step_time` on
-the profile's device (this CPU's measured peak and bandwidth; the H100's
+its own measured price), its steps at the step time of
+:func:`labkit.predict.roofline.step_time` on the profile's device (this CPU's measured peak and bandwidth; the H100's
 data sheet for the gpu profiles) and the communication the step does not
 hide; compiles (Inductor, DeepSpeed's ops); planted waits; checkpoint
 writes at the disk's rate (on a GPU node; the CPU profile's few MB are
