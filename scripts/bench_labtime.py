@@ -5,6 +5,7 @@ the table ``labkit.predict.labtime`` reads and its test holds it to.
     python scripts/bench_labtime.py --from _build/labs/cpu   # labs' run.json
     python scripts/bench_labtime.py --constants-only     # keep the labs
     python scripts/bench_labtime.py --only schedules     # add one lab
+    python scripts/bench_labtime.py --cpu-only           # runs' CPU s
 
 What a lab on the CPU profile spends its time on is start-up and a few
 framework calls, not FLOPs, so the plan (``labkit.predict.labtime``) is
@@ -26,8 +27,16 @@ built from parts measured here, each once, the way a lab meets them:
 * ``build_s``: in the kernel, the CPU model built and one training step
   (what a reference run or a ledger's measurement costs a cell);
 * ``compile_s``: a launch of ``labkit.runs.compile`` at lab 12's CPU
-  parameters (Inductor, the checkout's compile cache as the labs find it);
+  parameters (Inductor, the checkout's compile cache as the labs find
+  it); the plan counts what it adds to a bare launch of its ranks;
 * ``colossalai_import_s``: ``import colossalai`` in ``.venv-colossalai``;
+* ``ddp_run_s``: one of lab 3's DDP runs (``labkit.runs.sharding``'s
+  ``run_strategy``, at its steps and timed steps), and
+  ``colossalai_run_s``: one run of a lab 9 plugin (``labkit.runs.
+  colossalai``'s ``run_plugin``: build, boost, steps), the mean over the
+  profile's plugins, in ``.venv-colossalai``'s interpreter as a 1-rank
+  gloo group; like ``run_s``, their CPU time (``cpu_s``, as measured)
+  times ``slowdown``, the wall beside (``colossalai_run_wall_s``);
 * ``slowdown``: wall over CPU seconds of a one-thread matmul loop run
   for a few seconds: the share of a core a process gets on this machine
   at the time (1 on an idle machine); the plan's terms that come from
@@ -43,10 +52,19 @@ step, the issue's target being within 30 %.
 
 The labs' times come from one run of ``scripts/run_labs.py --profile
 cpu`` (``--from``: its ``run.json`` files) or are run here, one lab at a
-time. Everything is written, with the machine's cores and load average
-before and after, to ``labkit/predict/labtime/cpu.json``: a shared
-machine's speed varies between hours, so the constants and the labs are
-measured in one sitting, and the table says when. A lab added after
+time, with a bare 2-rank launch timed before the first and after each
+(``probe_launch_s``: the mean of the two around a lab): a record of how
+fast the shared machine started processes at each lab's hour (it drifts
+within a sitting: 2.5 to 6.6 s in one).
+
+CPU seconds do not depend on the hour: ``--cpu-only`` measures the run
+costs' CPU seconds (``cpu_s``) into an existing table and prices them at
+that table's ``slowdown``, so a new run cost joins constants measured at
+another hour without the load of this one. Everything is written, with
+the machine's cores and load average before and after, to
+``labkit/predict/labtime/cpu.json``: a shared machine's speed varies
+between hours, so the constants and the labs are measured in one
+sitting, and the table says when. A lab added after
 that sitting (``--only``, repeatable) is run alone and written into the
 existing table beside the others, which keep their seconds, and the
 constants theirs; ``apart`` lists such labs with when they ran, the load
@@ -137,15 +155,60 @@ def run_costs(model: dict, zero: dict) -> dict:
         c = time.process_time()
         fn(*args)
         return time.process_time() - c
+    # lab 3's DDP runs (its strategy run and one per bucket cap), at its
+    # steps and timed steps
+    from labkit.preflight import load_profile
+    from labkit.runs import sharding as S
+    sh = load_profile("cpu")["sharding"]
+    b = argparse.Namespace(bf16=False, seed=0, shard_group=1, batch=8,
+                           steps=sh["steps"], time_steps=sh["time_steps"])
     try:
         torch_s = [min(cpu(Z.run_fsdp, s, config, ctx, a) for _ in (0, 1))
                    for s in ("fsdp2_full", "fsdp2_grad_op")]
         ds_s = [min(cpu(Z.run_deepspeed, v, config, ctx, a)
                     for _ in (0, 1)) for v in ("zero1", "zero2", "zero3")]
+        ddp_s = min(cpu(S.run_strategy, "ddp", config, ctx, b, 25.0)
+                    for _ in (0, 1))
     finally:
         dist.close()
     return {"run_s": sum(torch_s) / len(torch_s),
-            "deepspeed_run_s": sum(ds_s) / len(ds_s)}
+            "deepspeed_run_s": sum(ds_s) / len(ds_s), "ddp_run_s": ddp_s}
+
+
+CAI_RUNS = """
+import json, sys, time
+from labkit.runs import colossalai as C
+cpu, wall, run = {}, {}, C.run_plugin
+def timed(name, *args):
+    c, w = time.process_time(), time.perf_counter()
+    out = run(name, *args)
+    cpu[name] = time.process_time() - c
+    wall[name] = time.perf_counter() - w
+    return out
+C.run_plugin = timed
+C.dist.save = lambda ctx, record: None
+C.main(sys.argv[1:])
+print(json.dumps({"cpu": cpu, "wall": wall}))
+"""
+
+
+def colossalai_runs(python: Path, section: dict) -> dict:
+    """Lab 9's plugins, each one run (build, boost, its steps) in a
+    1-rank gloo group in ``.venv-colossalai``'s interpreter: CPU and wall
+    seconds per plugin run, the mean over the profile's plugins."""
+    from labkit.launch import free_port
+    m = section["model"]
+    argv = ["--plugins", ",".join(section["plugins"]), "--steps",
+            str(section["steps"]), "--batch", str(section["global_batch"])
+            ] + [f"--{k}={v}" for k, v in m.items()]
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "RANK": "0",
+           "MASTER_PORT": str(free_port()), "WORLD_SIZE": "1",
+           "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
+           "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([str(python), "-c", CAI_RUNS, *argv], check=True,
+                       timeout=300, capture_output=True, text=True, env=env)
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    return {k: sum(v.values()) / len(v) for k, v in got.items()}
 
 
 def constants() -> dict:
@@ -168,11 +231,10 @@ def constants() -> dict:
     cai = ROOT / ".venv-colossalai" / "bin" / "python"
     out["colossalai_import_s"] = best(lambda: _python(
         "import colossalai", str(cai)), 2) if cai.exists() else None
-    out.update(run_costs(model, cpu["zero"]))
+    out.update(cpu_constants())
     torch.set_num_threads(1)
     out["slowdown"] = slowdown()
-    out["run_s"] *= out["slowdown"]
-    out["deepspeed_run_s"] *= out["slowdown"]
+    out.update(priced(out["cpu_s"], out["slowdown"]))
     out["peak_flops"] = max(M.matmul_rate(n, "fp32", 5)
                             for n in (256, 512))
     out["bf16_flops"] = M.matmul_rate(512, "bf16", 3)
@@ -180,6 +242,50 @@ def constants() -> dict:
     out["launch_s"] = {k: round(v, 3) for k, v in out["launch_s"].items()}
     return {k: (round(v, 3) if isinstance(v, float) and v < 1e6 else v)
             for k, v in out.items()}
+
+
+def cpu_constants() -> dict:
+    """The runs' CPU seconds, measured in process (a loaded machine
+    stretches their wall, not their CPU time): ``cpu_s``, and Colossal-AI
+    run's wall beside (``colossalai_run_wall_s``)."""
+    from labkit.preflight import load_profile
+    cpu = load_profile("cpu")
+    out = {"cpu_s": run_costs(cpu["memory"]["model"], cpu["zero"])}
+    cai = ROOT / ".venv-colossalai" / "bin" / "python"
+    if cai.exists():
+        run = colossalai_runs(cai, cpu["colossalai"])
+        out["cpu_s"]["colossalai_run_s"] = run["cpu"]
+        out["colossalai_run_wall_s"] = round(run["wall"], 3)
+    out["cpu_s"] = {k: round(v, 3) for k, v in out["cpu_s"].items()}
+    return out
+
+
+def priced(cpu_s: dict, slow: float) -> dict:
+    """The plan's prices of the runs: CPU seconds at ``slow``, the share
+    of a core a process got when the table's constants were measured."""
+    return {k: round(v * slow, 3) for k, v in cpu_s.items()}
+
+
+def add_cpu_constants(out: Path) -> int:
+    """``--cpu-only``: the runs' CPU seconds measured now, priced at the
+    table's ``slowdown``; the table's labs and other constants kept."""
+    if not out.exists():
+        raise SystemExit(f"{out} is missing: run python "
+                         "scripts/bench_labtime.py first")
+    table = json.loads(out.read_text())
+    load = [os.getloadavg()[0]]
+    got = cpu_constants()
+    c = table["constants"]
+    c.update(got)
+    c.update(priced(got["cpu_s"], c["slowdown"]))
+    load.append(os.getloadavg()[0])
+    table["cpu_s_measured"] = {
+        "at": dt.datetime.now().isoformat(timespec="seconds"),
+        "load_average": [round(x, 2) for x in load]}
+    out.write_text(json.dumps(table, indent=1) + "\n")
+    print(json.dumps(got["cpu_s"]), f"priced at slowdown {c['slowdown']}; "
+          f"written to {out}")
+    return 0
 
 
 def slowdown(seconds: float = 3.0, threads: int | None = None) -> float:
@@ -247,20 +353,40 @@ def from_runs(folder: Path, only=()) -> tuple[dict[str, float], list[str]]:
     return labs, [min(when), max(when)]
 
 
+PROBE = ("labkit.runs.tools.selftest", 2, {"mode": "ok"})
+HOUR = {}      # lab -> the bare 2-rank launch's seconds around its run
+
+
+def probe() -> float:
+    """One bare 2-rank launch (``launch_s``'s), timed now: how fast this
+    shared machine starts processes at this hour."""
+    t = time.perf_counter()
+    _launch(*PROBE)
+    return time.perf_counter() - t
+
+
 def run_labs(only=()) -> tuple[dict[str, float], list[str]]:
+    """Each lab run by the runner, a bare launch (:func:`probe`) before
+    the first and after each: the mean of the two around a lab goes to
+    ``HOUR`` (the table's ``probe_launch_s``)."""
     import run_labs as R
     os.environ["PYTHONPATH"] = R.checkout_pythonpath()
     profile = R.load_profile("cpu")
     labs, start = {}, dt.datetime.now().isoformat(timespec="seconds")
+    before = probe()
     for name, nb in R.discover().items():
         if only and name not in only:
             continue
         status, seconds, _ = R.run_lab(name, nb, "cpu",
                                        profile.get(name) or {},
                                        out=ROOT / "_build" / "labtime")
+        after = probe()
         if status == "ok":
             labs[name] = round(seconds, 2)
-        print(f"lab {name}: {status} in {seconds:.1f} s", flush=True)
+            HOUR[name] = round((before + after) / 2, 3)
+        before = after
+        print(f"lab {name}: {status} in {seconds:.1f} s (bare launch "
+              f"{HOUR.get(name, after):.1f} s)", flush=True)
     return labs, [start, dt.datetime.now().isoformat(timespec="seconds")]
 
 
@@ -282,6 +408,9 @@ def add_labs(only: list[str], runs: Path | None, out: Path) -> int:
                          f"{out} unchanged")
     load.append(os.getloadavg()[0])
     table["labs"] = dict(sorted({**table["labs"], **labs}.items()))
+    table["probe_launch_s"] = dict(sorted({
+        **{k: v for k, v in table.get("probe_launch_s", {}).items()
+           if k not in labs}, **HOUR}.items()))
     apart = [{**e, "labs": [n for n in e["labs"] if n not in labs]}
              for e in table.get("apart", [])]
     # the load and slowdown of the hour they ran; unknown for --from's
@@ -306,12 +435,17 @@ def main(argv=None) -> int:
                     metavar="LAB", help="measure only this lab (again "
                     "for more) into the existing table, keeping the "
                     "other labs and the constants")
+    ap.add_argument("--cpu-only", action="store_true",
+                    help="measure the runs' CPU seconds into the existing "
+                    "table, priced at its slowdown")
     ap.add_argument("--out", type=Path, default=TABLE)
     a = ap.parse_args(argv)
-    if a.only and a.constants_only:
-        ap.error("--only adds labs; --constants-only keeps them")
+    if sum(map(bool, (a.only, a.constants_only, a.cpu_only))) > 1:
+        ap.error("--only, --constants-only and --cpu-only: one at a time")
     if a.only:
         return add_labs(a.only, a.runs, a.out)
+    if a.cpu_only:
+        return add_cpu_constants(a.out)
     load = [os.getloadavg()[0]]
     t0 = time.perf_counter()
     old = {}
@@ -329,6 +463,8 @@ def main(argv=None) -> int:
              "finished": dt.datetime.now().isoformat(timespec="seconds"),
              "labs_ran": when,
              "constants": const, "labs": labs,
+             "probe_launch_s": dict(sorted(HOUR.items())) or
+             old.get("probe_launch_s", {}),
              "roofline_step": roofline_step(),
              **({"apart": old["apart"]} if old.get("apart") else {})}
     a.out.parent.mkdir(parents=True, exist_ok=True)

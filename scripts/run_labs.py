@@ -29,9 +29,11 @@ stops, exit status 2, if the run would fail; a lab only preflight says
 cannot run here (nvcc for lab 9, host RAM, disk) is listed as "skipped
 (reason)", and a lab with a fallback runs with it (lab 14's ``fp8:
 emulated`` below sm_89). The launches get the profile's heartbeat stall
-limit (``labkit.launch.heartbeat.profile_stall_s``). ``--plan`` prints each lab's
-estimated minutes and cost (``labkit.predict.labtime``) and runs nothing;
-after a run, ``run.json`` holds the estimate beside the actual minutes.
+limit (``labkit.launch.heartbeat.profile_stall_s``). ``--plan`` prints
+each lab's estimated minutes and cost (``labkit.predict.labtime``) and
+runs nothing; on a GPU profile it prices only the labs that fit the
+profile's node (``node: {gpus: N}``) and names the others; after a run,
+``run.json`` holds the estimate beside the actual minutes.
 Executed notebooks and ``run.json`` carry the run's provenance
 (``labkit.results.provenance``); ``results_dir`` is passed relative to the
 project, so no absolute path of this checkout reaches the book.
@@ -93,9 +95,14 @@ def _span(lo: float, hi: float, fmt: str = "{:.1f}") -> str:
 def plan(profile_name: str, profile: dict, chosen: list[str],
          price_per_hour: float | None) -> dict[str, labtime.Estimate]:
     """Print each lab's estimated minutes (a low-high range on a GPU
-    profile), the node's set-up and the cost; start nothing."""
+    profile), the node's set-up and the cost; start nothing. A lab whose
+    launches need more GPUs than the profile's node has (``node: {gpus:
+    N}``) is named, not priced: the runner skips it there. Every chosen
+    lab's estimate is returned (``run.json`` keeps it)."""
     gpu = profile_name != "cpu"
     est = labtime.plan(profile, gpu, chosen)
+    skips = preflight.too_big_for_node(profile_name, profile, chosen)
+    priced = {n: e for n, e in est.items() if n not in skips}
     price = f"cost (${price_per_hour:g}/h)" if price_per_hour is not None \
         else "cost"
 
@@ -107,7 +114,7 @@ def plan(profile_name: str, profile: dict, chosen: list[str],
     print(f"{'lab':18s} {'launches':>8s} {'runs':>5s} "
           + " ".join(f"{k:>11s}" for k in labtime.PARTS)
           + f" {'minutes':>11s} {price:>17s}")
-    for n, e in est.items():
+    for n, e in priced.items():
         print(f"{n:18s} {e.launches:8d} {e.runs:5d} " + " ".join(
             f"{_span(lo / 60, hi / 60, '{:.2f}'):>11s}"
             for lo, hi in e.parts.values())
@@ -117,22 +124,28 @@ def plan(profile_name: str, profile: dict, chosen: list[str],
     if hi:
         print(f"{'node set-up':18s} {'':>8s} {'':>5s} " + " " * 48
               + f"{_span(lo / 60, hi / 60):>11s} {dollars(lo, hi):>17s}")
-    lo += sum(e.low for e in est.values())
-    hi += sum(e.high for e in est.values())
+    lo += sum(e.low for e in priced.values())
+    hi += sum(e.high for e in priced.values())
     print(f"{'total':18s} {'':>8s} {'':>5s} " + " " * 48
           + f"{_span(lo / 60, hi / 60):>11s} {dollars(lo, hi):>17s}")
+    if skips:
+        print("not priced, more GPUs than the node's "
+              f"{preflight.profile_gpus(profile_name)}: " + ", ".join(
+                  f"{n} (needs {k})" for n, k in skips.items()))
     if gpu:
         print(f"(minutes, low-high: the named defaults of "
               f"labkit.predict.labtime.machine at both ends; steps at "
               f"step_time on the {labtime.M.GPU} data sheet; largest "
-              f"uncertainty: {labtime.largest_uncertainty(est, gpu)}; "
+              f"uncertainty: {labtime.largest_uncertainty(priced, gpu)}; "
               "nothing was run)")
     else:
         t = labtime.M.measured()
+        cpu_s = (t.get("cpu_s_measured") or {}).get("at")
         print(f"(minutes; every part priced by the constants "
-              f"scripts/bench_labtime.py measured at {t['finished']} on "
-              f"{t['cores']} cores (run it on your machine for its own); "
-              "nothing was run)")
+              f"scripts/bench_labtime.py measured at {t['finished']}"
+              + (f", the runs' CPU seconds at {cpu_s}" if cpu_s else "")
+              + f", on {t['cores']} cores (run it on your machine for its "
+              "own); nothing was run)")
     return est
 
 

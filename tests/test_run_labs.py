@@ -60,6 +60,10 @@ def test_every_lab_has_profile_and_results_dir(name):
 def test_profiles_name_real_labs_and_parameters(profile):
     prof = yaml.safe_load((ROOT / "labs" / "profiles" / f"{profile}.yaml")
                           .read_text())
+    # the one key beside the labs: the node a GPU profile is written for
+    node = prof.pop("node", None)
+    assert node == (None if profile == "cpu" else
+                    {"gpus": int(profile[3:])})
     assert set(prof) == set(LABS), "one section per lab"
     for name, params in prof.items():
         known = set(_params(LABS[name]))
@@ -121,6 +125,28 @@ def test_plan_prints_every_lab_and_runs_nothing(monkeypatch, capsys):
     assert "nothing was run" in out[-1] and "largest uncertainty" in out[-1]
 
 
+def test_gpu1_plan_prices_only_the_labs_its_gpu_runs(capsys):
+    """gpu1's node has one GPU (``node: {gpus: 1}``): the plan prices the
+    labs the runner would start there, names the others, and its total
+    is theirs and the set-up's."""
+    assert run_labs.main(["--profile", "gpu1", "--plan"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    rows = {line.split()[0]: line.split() for line in out if line.split()}
+    runs = {"memory", "profiling", "precision", "roofline"}
+    assert runs <= set(rows) and not set(rows) & (set(LABS) - runs)
+    skipped = next(line for line in out if line.startswith("not priced"))
+    assert all(f"{n} (needs" in skipped for n in set(LABS) - runs)
+    est = run_labs.labtime.plan(run_labs.load_profile("gpu1"), True,
+                                sorted(runs))
+    lo, hi = run_labs.labtime.setup(True)
+    total = [float(x) for x in rows["total"][-1].split("-")]
+    assert total == pytest.approx(
+        [(lo + sum(e.low for e in est.values())) / 60,
+         (hi + sum(e.high for e in est.values())) / 60], abs=0.05)
+    assert run_labs.preflight.profile_gpus("gpu8") == 8
+    assert run_labs.preflight.profile_gpus("cpu") is None
+
+
 def test_failing_preflight_stops_the_run(monkeypatch, capsys):
     """A lab would fail: exit 2 before any lab starts; the summary goes to
     the kernels' environment (LABKIT_PREFLIGHT) when the run goes on."""
@@ -164,8 +190,7 @@ def test_gpu_profiles_parse_against_the_notebook(profile, name):
 
 
 def test_gpu1_runs_one_gpu_labs_and_notes_the_others():
-    prof = yaml.safe_load((ROOT / "labs" / "profiles" / "gpu1.yaml")
-                          .read_text())
+    prof = run_labs.load_profile("gpu1")
     need = {name: run_labs.gpus_needed(p) for name, p in prof.items()}
     # precision: its ranks are gloo processes on the CPU (NCCL refuses two
     # ranks on one GPU), its CUDA cells use the one GPU; roofline: one

@@ -58,14 +58,51 @@ ROOT = Path(__file__).resolve().parents[2]
 PROFILES = ROOT / "labs" / "profiles"
 
 
-def load_profile(name: str) -> dict:
-    """``labs/profiles/<name>.yaml``; a clear error for an unknown name."""
+NODE = "node"
+"""A profile's one key that is not a lab: the node it is written for
+(``gpus``: how many GPUs; absent on the CPU profile)."""
+
+
+def _read_profile(name: str) -> dict:
     import yaml
     f = PROFILES / f"{name}.yaml"
     if not f.is_file():
         known = sorted(p.stem for p in PROFILES.glob("*.yaml"))
         raise ValueError(f"unknown profile {name!r}; known: {known}")
     return yaml.safe_load(f.read_text()) or {}
+
+
+def load_profile(name: str) -> dict:
+    """``labs/profiles/<name>.yaml``'s lab sections (its ``node`` apart:
+    :func:`profile_gpus`); a clear error for an unknown name."""
+    return {k: v for k, v in _read_profile(name).items() if k != NODE}
+
+
+def profile_gpus(name: str) -> int | None:
+    """The GPUs of the node profile ``name`` is written for (its
+    ``node: {gpus: N}``; None where it names no node, as the CPU profile):
+    the run plan prices only the labs whose launches fit them, as the
+    runner skips the others."""
+    gpus = (_read_profile(name).get(NODE) or {}).get("gpus")
+    if gpus is None:
+        return None
+    if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1:
+        raise ValueError(f"{name}.yaml: node.gpus must be a whole number "
+                         f">= 1, got {gpus!r}")
+    return gpus
+
+
+def too_big_for_node(name: str, profile: dict, labs=None) -> dict:
+    """The labs (of ``labs``, default all) of GPU profile ``name`` whose
+    largest launch needs more GPUs than its node has, with that need
+    (:func:`lab_ranks` above :func:`profile_gpus`): the runner skips
+    them there, so the run plan does not price them. None on the CPU
+    profile (ranks share the cores) or a profile that names no node."""
+    have = profile_gpus(name)
+    if name == "cpu" or have is None:
+        return {}
+    need = {n: lab_ranks(profile.get(n) or {}) for n in (labs or profile)}
+    return {n: k for n, k in need.items() if k > have}
 
 
 def offload_bytes(profile: dict) -> tuple[float, float]:

@@ -22,7 +22,10 @@ The formulas of chapters 1-6 only (no torch), used by
   instead of the gathered layers and the reserve
   (:mod:`labkit.predict.choosing.framework_cost`);
 - time per step: hardware FLOPs (Narayanan et al. 2021, Eq. 3, with the
-  recomputation) at ``efficiency`` x the dense bf16 peak, paced by the
+  recomputation) at the fraction of the dense bf16 peak the roofline
+  gives the layer's matmuls
+  (:func:`labkit.predict.choosing.matmul_time.matmul_efficiency`:
+  ``efficiency`` above the ridge point, less for thin ones), paced by the
   stage with the most layers that compute (a cross-attention layer, which
   a text-only step skips, holds its weights and computes nothing:
   :func:`labkit.predict.pipeline_parallel.stage_bytes.computing_layers`);
@@ -52,6 +55,7 @@ from dataclasses import dataclass, field
 from labkit.predict import collectives as _coll
 from labkit.predict.model import flops as _flops
 from labkit.predict import memory as _memory
+from labkit.predict.choosing import matmul_time as _mm
 from labkit.predict.pipeline_parallel import partition as _part
 from labkit.predict import sharding as _sharding
 from labkit.predict.pipeline_parallel import stage_bytes as _sb
@@ -231,7 +235,8 @@ def step_time(m: Model, lay: Layout, cl: Cluster, a: Assumptions) -> dict:
             for i in range(len(lay.partition))]   # cross layers skipped
     most = max(busy)           # the slowest stage paces the pipeline
     per_mb = m.hardware_flops(b, lay.recompute)
-    compute_mb = per_mb * most / sum(busy) / t / c / (peak * a.efficiency)
+    eff = _mm.matmul_efficiency(m, b * s, t, g.peak, a.efficiency)
+    compute_mb = per_mb * most / sum(busy) / t / c / (peak * eff)
     # TP: 2 collectives forward, 2 backward per layer (+2 recomputed)
     tp_mb = 0.0
     if t > 1:

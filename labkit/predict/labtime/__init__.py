@@ -7,9 +7,10 @@ A lab's time is the sum of what it does (:mod:`.labs` reads it from the
 profile section): a Jupyter kernel and its imports; each launch's
 start-up (torchrun, the ranks' interpreters and torch, on a GPU the CUDA
 context and NCCL's communicator), restarted when the lab kills a rank on
-purpose; each launch's work -- every training run's build and wrap, its
-steps at the step time of :func:`labkit.predict.roofline.step_time` on
-the profile's device (this CPU's measured peak and bandwidth; the H100's
+purpose; each launch's work -- every training run's build and wrap (an
+FSDP run, a DDP run, a DeepSpeed engine and a Colossal-AI plugin each at
+its own measured price), its steps at the step time of
+:func:`labkit.predict.roofline.step_time` on the profile's device (this CPU's measured peak and bandwidth; the H100's
 data sheet for the gpu profiles) and the communication the step does not
 hide; compiles (Inductor, DeepSpeed's ops); planted waits; checkpoint
 writes at the disk's rate (on a GPU node; the CPU profile's few MB are
@@ -112,13 +113,19 @@ def cpu_estimate(name: str, section: dict, const: dict,
             section, la.ranks), const["peak_flops"], const["bandwidth"], 4)
         one = slow * _step_s(w.shape, 1, const["peak_flops"],
                              const["bandwidth"], 4)
+        # a run: FSDP's (run_s), DDP's, or a Colossal-AI plugin's
+        each = const.get("colossalai_run_s") or const["run_s"] \
+            if la.colossalai else const["run_s"]
         run += share(la.ranks) * (
-            la.runs * const["run_s"] + la.deepspeed *
+            (la.runs - la.ddp) * each + la.ddp * const.get(
+                "ddp_run_s", each) + la.deepspeed *
             const["deepspeed_run_s"] + (la.runs + la.deepspeed) *
             la.steps * step + la.builds * const["build_s"] +
             la.sequences * one + slow * la.flops / const["peak_flops"])
         # a run's build is in run_s: ``values`` are priced on a GPU only
-        comp += const["compile_s"] if la.compile else 0.0
+        # the benchmark's compiling launch, less the bare launch above
+        comp += max(0.0, const["compile_s"] - M.launch_s(
+            const, la.ranks)) if la.compile else 0.0
         wait += la.wait_s
     run += w.builds * const["build_s"]
     if w.roofline:

@@ -21,6 +21,7 @@ class Launch:
     ranks: int
     runs: int = 0
     deepspeed: int = 0
+    ddp: int = 0               # of ``runs``, DDP runs (priced apart)
     steps: int = 0
     builds: int = 0            # plain model builds in each rank
     sequences: int = 0         # sequences each rank trains, beyond runs'
@@ -86,7 +87,8 @@ def sharding(p):
     ws = p.get("world_size", 4)
     # every strategy, then DDP once per bucket cap (runs/sharding.py)
     runs = _n(p, "strategies") + _n(p, "bucket_caps_mb")
-    return Work([Launch(ws, runs, steps=p.get("steps", 3)
+    ddp = (p.get("strategies") or []).count("ddp") + _n(p, "bucket_caps_mb")
+    return Work([Launch(ws, runs, ddp=ddp, steps=p.get("steps", 3)
                         + p.get("time_steps", 0))],
                 builds=p.get("profile", "cpu") == "cpu")
 
@@ -154,11 +156,15 @@ def checkpoint(p):
 
 
 def colossalai(p):
+    """Two launches in ``.venv-colossalai``: every plugin in one
+    (``labkit.runs.colossalai``), then, with ``hybrid``, every hybrid
+    plugin in another (``labkit.runs.cai.hybrid``), each plugin a run."""
     ws = p.get("world_size", 2)
     steps = p.get("steps", 3) + p.get("time_steps", 0)
+    hybrid = _n(p, "hybrid")
     return Work([Launch(ws, _n(p, "plugins"), steps=steps, colossalai=True)]
-                + [Launch(ws, 1, steps=steps, colossalai=True)
-                   for _ in p.get("hybrid") or []])
+                + ([Launch(ws, hybrid, steps=p.get("steps", 3),
+                           colossalai=True)] if hybrid else []))
 
 
 def context_parallel(p):
