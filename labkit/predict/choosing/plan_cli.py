@@ -202,8 +202,9 @@ def main(args) -> int:
                 "context, NCCL buffers, cuBLAS, allocator slack) per GPU, "
                 "headroom = GB of the GPU less GB/GPU" if real else
                 f"{a.reserve_gb:g} GB reserved per GPU")
-        print(f"assumed: matmuls at {a.efficiency:.0%} of "
-              f"{_flops.peak_tflops(c.spec.peak):g} TFLOP/s, links at "
+        print(f"assumed: matmuls at most at {a.efficiency:.0%} of "
+              f"{_flops.peak_tflops(c.spec.peak):g} TFLOP/s (less below "
+              "the roofline's ridge), links at "
               f"{a.link_efficiency:.0%} of peak, {held}, 1F1B; DP "
               "overlapped without PP, exposed with PP")
     if not ok:
