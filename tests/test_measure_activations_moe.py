@@ -14,6 +14,7 @@ from labkit import arch
 from labkit.measure import activations_moe as MM
 from labkit.nn.model import GPTConfig, batch, build_arch
 from labkit.predict import activations as A
+from labkit.predict.activations import arch as AA
 from labkit.predict.activations import moe as AM
 
 TINY = arch.preset("llama-tiny").with_(experts=4, top_k=2, expert_ffn=32,
@@ -127,3 +128,18 @@ def test_what_the_moe_ledger_does_not_cover_is_named():
     with pytest.raises(ValueError, match="expert groups"):
         AM.saved(TINY.with_(experts=8, expert_groups=2, group_top_k=1), 16,
                  1, [[4] * 8] * 2)
+
+
+def test_mla_is_refused_not_read_as_gqa():
+    """An MLA record (DeepSeek) is not labkit.nn.decoder's attention: both
+    ledgers refuse it in one line rather than size a GQA block."""
+    import json
+    cfg = json.loads((Path(__file__).resolve().parent / "data"
+                      / "hf_configs_moe" / "deepseek-tiny-no-q-lora.json"
+                      ).read_text())
+    a = arch.from_hf_config(cfg | {"n_group": 1, "topk_group": 1})
+    with pytest.raises(ValueError, match="MLA"):
+        AM.saved(a, 8, 1, [[1] * a.experts] * a.moe_layers)
+    with pytest.raises(ValueError, match="MLA"):
+        AA.saved(a.with_(experts=0, top_k=0, shared_experts=0,
+                         first_dense_layers=0), 8, 1)

@@ -66,6 +66,9 @@ def _family(a) -> str:
     if a.experts:
         raise ValueError("this ledger covers dense blocks "
                          "(labkit.predict.activations.moe: experts)")
+    if a.kv_lora_rank:   # its block is not labkit.nn.decoder's attention
+        raise ValueError("not covered by the activation ledger: MLA "
+                         "(labkit.predict.model.mla sizes one MLA block)")
     if (a.mlp, a.norm, a.positions) == ("gelu", "layernorm", "learned"):
         if a.qk_norm or variants(a):
             raise ValueError("this ledger covers the GPT block without Q/K "
