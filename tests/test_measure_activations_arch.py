@@ -2,6 +2,8 @@
 forward of labkit.nn.decoder really keeps (one process, CPU): fp32, bf16
 autocast and bf16 weights (FSDP's mixed precision), recompute none, full
 and selective; tensor by tensor (dtype, bytes)."""
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -48,8 +50,19 @@ def test_one_ledger_for_the_gpt_and_not_other_blocks():
         AA.saved(g.with_(mlp="swiglu"), 32, 2)
 
 
+FAM = Path(__file__).resolve().parent / "data" / "hf_configs_families"
+
+
+def tiny(name, **kw):
+    """A published family's record at two tiny layers (its variants
+    kept: they are what the ledger is held to)."""
+    return arch.from_hf_config(FAM / f"{name}.json").with_(
+        layers=2, hidden=64, heads=4, head_dim=16, vocab=256, max_seq=32,
+        **kw)
+
+
 LLAMA = arch.preset("llama-tiny").with_(layers=2)
-# every variant the block builds, five blocks that carry them all
+# every variant the block builds, eight blocks that carry them all
 VARIANTS = {
     "sandwich geglu soft-caps window": LLAMA.with_(
         post_norms=True, mlp="geglu", attn_softcap=50.0,
@@ -65,6 +78,15 @@ VARIANTS = {
         window=4, window_layers=(0,), qk_norm=True),
     "cross layers skipped, q/k norm per head": LLAMA.with_(
         layers=3, cross_layers=(1,), embed_extra=8, qk_norm=True),
+    # Phi-1/2: parallel, partial rotary (0.4), LayerNorm, GELU, head bias
+    "phi-2 at two tiny layers": tiny("phi-2", kv_heads=4, ffn=128),
+    # Phi-3: fused qkv (one query head per KV head: V a view of it),
+    # fused gate_up, a window on every layer
+    "phi-3 at two tiny layers": tiny("phi3-mini-4k", kv_heads=4, ffn=96,
+                                     window=4, window_layers=(0, 1)),
+    "layernorm, gelu, sandwich, window, q/k norm, fused qkv": LLAMA.with_(
+        norm="layernorm", mlp="gelu", ffn=128, post_norms=True, window=4,
+        window_layers=(1,), qk_norm=True, qkv_fused=True),
 }
 
 
@@ -93,16 +115,10 @@ def test_variants_ledger_equals_measured(name):
 def test_what_the_ledger_does_not_cover_is_named():
     """A block the ledger has not been held to is refused in one line
     that names what is missing: never a silent number."""
-    from pathlib import Path
-    fam = Path(__file__).resolve().parent / "data" / "hf_configs_families"
-    for name, words in (("phi-2", "gelu, layernorm, rope"),
-                        ("gpt-oss-20b", "experts")):
-        with pytest.raises(ValueError, match=words):
-            AA.saved(arch.from_hf_config(fam / f"{name}.json"), 16, 1)
-    from labkit.predict.activations import moe as AM
-    oss = arch.from_hf_config(fam / "gpt-oss-20b.json")
-    with pytest.raises(ValueError, match="sinks, expert_bias, window"):
-        AM.saved(oss, 16, 1, [[1] * oss.experts] * oss.layers)
-    for name in ("gemma2-9b", "olmo2-7b", "llama3.2-11b-vision"):
+    with pytest.raises(ValueError, match="rmsnorm, learned"):
+        AA.saved(arch.preset("gpt-tiny").with_(norm="rmsnorm"), 16, 1)
+    with pytest.raises(ValueError, match="experts"):
+        AA.saved(arch.from_hf_config(FAM / "gpt-oss-20b.json"), 16, 1)
+    for name in ("gemma2-9b", "olmo2-7b", "llama3.2-11b-vision", "phi-2"):
         assert AA.activation_bytes(arch.from_hf_config(
-            fam / f"{name}.json"), 4096, 1, precision="fsdp_bf16") > 0
+            FAM / f"{name}.json"), 4096, 1, precision="fsdp_bf16") > 0

@@ -39,11 +39,13 @@ by op, where it differs from the GPT's block:
 Biases are covered (autocast casts them too). The variants of today's
 decoders (post and sandwich norms, no pre-norms, parallel attention + MLP,
 GeGLU, fused projections, q/k norms over all heads, partial rotary, a
-sliding window, soft-caps, sinks, the output layer's bias) are derived in
-:mod:`labkit.predict.activations.block`; cross-attention layers are
-skipped, as a text-only step skips them. GELU with rotary positions
-(Phi-1/2) and the experts' variants are refused, each in one line
-naming it.
+sliding window, soft-caps, sinks, the output layer's bias) and the
+rotary blocks with LayerNorm or a GELU MLP (Phi-1/2: parallel attention
++ MLP, partial rotary, LayerNorm, GELU, the output layer's bias; its
+q/k LayerNorms) are derived in :mod:`labkit.predict.activations.block`;
+cross-attention layers are skipped, as a text-only step skips them.
+What neither family is (learned positions beside RMSNorm or a gated
+MLP) is refused in one line naming it.
 """
 from __future__ import annotations
 
@@ -57,26 +59,26 @@ __all__ = ["block_saved", "saved", "total"]
 
 def _family(a) -> str:
     """``gpt`` (LayerNorm, GELU, learned positions: labkit.nn.model.GPT) or
-    ``rope`` (RMSNorm, a gated MLP, RoPE: the Llama-style block and the
-    variants :mod:`labkit.predict.activations.block` derives); anything
-    else is refused in one line naming what is not covered."""
+    ``rope`` (RoPE with RMSNorm or LayerNorm, a gated or a GELU MLP: the
+    Llama-style block, Phi-1/2's and the variants
+    :mod:`labkit.predict.activations.block` derives); anything else is
+    refused in one line naming what is not covered."""
     if a.experts:
         raise ValueError("this ledger covers dense blocks "
                          "(labkit.predict.activations.moe: experts)")
+    if a.kv_lora_rank:   # its block is not labkit.nn.decoder's attention
+        raise ValueError("not covered by the activation ledger: MLA "
+                         "(labkit.predict.model.mla sizes one MLA block)")
     if (a.mlp, a.norm, a.positions) == ("gelu", "layernorm", "learned"):
         if a.qk_norm or variants(a):
             raise ValueError("this ledger covers the GPT block without Q/K "
                              "norms or variants, not "
                              f"{', '.join(variants(a)) or 'Q/K norms'}")
         return "gpt"
-    if a.norm != "rmsnorm" or a.mlp == "gelu" or a.positions != "rope":
+    if a.positions != "rope":
         raise ValueError("this ledger is the GPT block's (GELU, LayerNorm, "
-                         "learned positions) or the Llama-style block's "
-                         "(a gated MLP, RMSNorm, RoPE), not "
+                         "learned positions) or a rotary block's, not "
                          f"{a.mlp}, {a.norm}, {a.positions}")
-    if a.expert_bias:
-        raise ValueError("not covered by the activation ledger: "
-                         "expert_bias")
     return "rope"
 
 
@@ -102,14 +104,17 @@ def _check(a, precision, recompute, device):
 
 def block_saved(a, batch: int, seq: int, precision: str = "fp32",
                 recompute: str = "none", where: str = "block",
-                device: str = "cpu", local: bool = False) -> list:
+                device: str = "cpu", local: bool = False,
+                mlp: list | None = None) -> list:
     """What one block of the record ``a`` keeps, its input included (the
-    GPT's block: :func:`labkit.predict.activations.gpt_block_saved`)."""
+    GPT's block: :func:`labkit.predict.activations.gpt_block_saved`);
+    ``mlp``: an MoE layer's entries in the dense MLP's place
+    (:mod:`labkit.predict.activations.moe`)."""
     if _check(a, precision, recompute, device) == "gpt":
         return gpt_block_saved(a, batch, seq, precision, recompute, device,
                                where)
     return rope_block_saved(a, batch, seq, precision, recompute, where,
-                            local)
+                            local, mlp)
 
 
 def saved(a, seq: int, batch: int, precision: str = "fp32",
@@ -140,7 +145,7 @@ def saved(a, seq: int, batch: int, precision: str = "fp32",
                 Saved("head", "ln_f.rstd", (b, s, 1), stat)]
     else:
         out += _norm("head", "ln_f", "ln_f input (last block output)",
-                     (b, s, h), precision)
+                     (b, s, h), precision, norm=a.norm)
     out += [Saved("head", "out input (ln_f output)", (b, s, h), lin)]
     if precision == "autocast_bf16":
         out.append(Saved("head", "out.weight (bf16 copy)", (V, h), "bf16",

@@ -1,7 +1,8 @@
-"""What one rotary block keeps for backward (RMSNorm, a gated MLP, RoPE:
-the Llama-style block and its variants, as :mod:`labkit.nn.decoder`
-builds them), on CPU (pure Python; :mod:`labkit.predict.activations.arch`
-explains the Llama-style block op by op and walks the whole model).
+"""What one rotary block keeps for backward (RoPE with RMSNorm or
+LayerNorm, a gated or a GELU MLP: the Llama-style block, Phi-1/2's and
+their variants, as :mod:`labkit.nn.decoder` builds them), on CPU (pure
+Python; :mod:`labkit.predict.activations.arch` explains the Llama-style
+block op by op and walks the whole model).
 
     from labkit.predict.model import arch
     from labkit.predict.activations.block import rope_block_saved
@@ -10,7 +11,13 @@ explains the Llama-style block op by op and walks the whole model).
 The variants, each derived from the ops the block runs (and held to the
 block's measured storages by ``tests/test_measure_activations_arch.py``):
 
-- a norm whose input is a matmul's output (``post_norms``: Gemma 2's
+- LayerNorm (Phi-1/2, GPT-NeoX) instead of RMSNorm: ``native_layer_norm``
+  keeps its input, the per-row mean and ``rstd``, as in the GPT's block
+  (:func:`_norm`; fp32 statistics under autocast, which runs a bf16
+  input against fp32 weights), also as q/k or post-norms; a GELU MLP
+  (Phi-1/2) keeps ``fc``'s output and GELU's, as the GPT's
+  (:func:`mlp_saved`);
+- an RMSNorm whose input is a matmul's output (``post_norms``: Gemma 2's
   sandwich, OLMo 2's reordered norm; ``qk_norm``: the q/k norms per head,
   Qwen3, or over all heads, OLMo 2) keeps its input, ``rstd`` and
   ``x * rstd``; with
@@ -23,7 +30,10 @@ block's measured storages by ``tests/test_measure_activations_arch.py``):
   norm, no second input (bf16 casts per Linear under autocast still);
 - ``mlp = "geglu"``: GELU's output where SwiGLU keeps SiLU's;
   ``mlp_fused``: one ``gate_up`` output (b s 2f), split by views;
-  ``qkv_fused``: one bf16 cast of the input and one weight copy;
+  ``qkv_fused``: one bf16 cast of the input and one weight copy; q, k
+  and v are views of its one output, kept whole when SDPA reads V as a
+  view (one query head per KV head, Phi-3-mini; one KV head) or when the
+  q/k norms keep their input (LayerNorm; RMSNorm in fp32);
 - partial rotary: cos/sin tables ``s x r`` (``r`` the rotated width),
   and the rotated queries come out of a ``cat`` in head-major layout (as
   out of a per-head q norm), so SDPA's output does too and the output
@@ -41,18 +51,34 @@ block's measured storages by ``tests/test_measure_activations_arch.py``):
 SDPA (:data:`labkit.training.recompute.POLICY_OPS`): a fused projection
 is one output; the explicit softmax's two ``bmm`` outputs (scores, and
 ``p @ v``) take SDPA's place.
+
+An MoE block (:mod:`labkit.predict.activations.moe`) is this block with
+the MoE layer's entries in the MLP's place (``mlp``), and its experts are
+:func:`mlp_saved` on their rows.
 """
 from __future__ import annotations
 
 from labkit.predict.activations.ledger import Saved, _dtypes
 
 
-def _norm(where, name, x_name, shape, precision, low=False):
-    """What an RMSNorm keeps, its input included. It computes in fp32 on
-    a 16-bit input (bf16 weights, or ``low``: a matmul's bf16 output under
-    autocast): then an fp32 copy of the input instead of the input."""
-    res, _, stat = _dtypes(precision, "cpu")
+def _norm(where, name, x_name, shape, precision, low=False,
+          norm="rmsnorm"):
+    """What a norm keeps, its input included.
+
+    RMSNorm (decomposed on CPU: ``x * rsqrt(mean(x^2) + eps) * w``, Zhang
+    & Sennrich 2019): its input, ``rstd`` and ``x * rstd``; on a 16-bit
+    input (bf16 weights, or ``low``: a matmul's bf16 output under
+    autocast) it computes in fp32 and keeps an fp32 copy of the input
+    instead. LayerNorm (``native_layer_norm``, Ba et al. 2016): its
+    input as it is, the per-row mean and ``rstd`` -- in the input's dtype
+    on CPU, fp32 under autocast (which leaves it to run a bf16 input
+    against fp32 weights: mixed types, fp32 statistics)."""
+    res, lin, stat = _dtypes(precision, "cpu")
     rows = shape[:-1] + (1,)
+    if norm == "layernorm":
+        return [Saved(where, x_name, shape, lin if low else res),
+                Saved(where, f"{name}.mean", rows, stat),
+                Saved(where, f"{name}.rstd", rows, stat)]
     if precision == "fsdp_bf16" or (low and precision != "fp32"):
         return [Saved(where, f"{name} input (fp32 copy)", shape, "fp32"),
                 Saved(where, f"{name}.rstd", rows, "fp32"),
@@ -73,18 +99,74 @@ def eager(a) -> bool:
     return bool(a.attn_softcap or a.sinks)
 
 
+def v_view(a) -> bool:
+    """Whether SDPA reads V as a view of its projection's output: one
+    query head per KV head (``repeat_kv`` returns it as it is) or one KV
+    head (a stride-0 expand); otherwise the repeat is a copy."""
+    return not eager(a) and (a.gqa_group == 1 or a.kv_heads == 1)
+
+
+def mlp_users(a) -> tuple:
+    """The Linears that read the MLP's input (autocast casts it once for
+    each of them)."""
+    if not a.gated:
+        return ("fc",)
+    return ("gate_up",) if a.mlp_fused else ("gate", "up")
+
+
+def mlp_saved(a, S, rows, f, lin, cast, p=""):
+    """What an MLP ``f`` wide keeps past its input, for ``rows`` (a shape
+    prefix: ``(b, s)`` for the dense block, ``(n,)`` for an expert's
+    rows): under autocast its weights' bf16 copies; GELU (Radford et al.
+    2019): ``fc``'s output (GELU's input) and GELU's output (``proj``'s
+    input); gated (SwiGLU, GeGLU: Shazeer 2020, Eq. 6): the gate's and
+    the up projection's outputs (one ``gate_up`` output, split by views,
+    when fused), the activation's output and the product (``down``'s
+    input). ``S(name, shape, dtype, kind)`` makes an entry; ``p``
+    prefixes the names."""
+    h, out = a.hidden, []
+    if not a.gated:
+        ws = [("fc", (f, h)), ("proj", (h, f))]
+    else:
+        ws = ([("gate_up", (2 * f, h))] if a.mlp_fused
+              else [("gate", (f, h)), ("up", (f, h))]) + [("down", (h, f))]
+    if cast:
+        out += [S(f"{p}{n}.weight (bf16 copy)", w, "bf16", "weight_cast")
+                for n, w in ws]
+    if not a.gated:
+        return out + [S(f"{p}fc.out (gelu input)", rows + (f,), lin),
+                      S(f"{p}gelu.out (proj input)", rows + (f,), lin)]
+    act = "silu" if a.mlp == "swiglu" else "gelu"
+    out += ([S(f"{p}gate_up.out", rows + (2 * f,), lin)] if a.mlp_fused
+            else [S(f"{p}gate.out ({act} input)", rows + (f,), lin),
+                  S(f"{p}up.out", rows + (f,), lin)])
+    return out + [S(f"{p}{act}.out", rows + (f,), lin),
+                  S(f"{p}{act}*up (down input)", rows + (f,), lin)]
+
+
+def _mlp_outputs(a, rows, f) -> list:
+    """The MLP's matmul outputs (what the selective policy keeps of it):
+    ``(name, shape)`` pairs."""
+    if not a.gated:
+        return [("fc.out", rows + (f,)), ("proj.out", rows + (a.hidden,))]
+    return ([("gate_up.out", rows + (2 * f,))] if a.mlp_fused
+            else [("gate.out", rows + (f,)), ("up.out", rows + (f,))]) + [
+        ("down.out", rows + (a.hidden,))]
+
+
 def rope_block_saved(a, batch, seq, precision, recompute, where,
-                     local=False) -> list:
-    """One block of the record ``a`` (``local``: a sliding-window layer)."""
+                     local=False, mlp=None) -> list:
+    """One block of the record ``a`` (``local``: a sliding-window layer;
+    ``mlp``: the entries of what stands in the MLP's place, its input
+    included -- an MoE layer's -- instead of the dense MLP's)."""
     b, s, h, f = batch, seq, a.hidden, a.ffn
     hq, d, qd, kvd = a.heads, a.head_dim, a.q_dim, a.kv_dim
     res, lin, _ = _dtypes(precision, "cpu")
     cast = precision == "autocast_bf16"
     qkv_users = ("qkv",) if a.qkv_fused else ("q", "k", "v")
-    mlp_users = ("gate_up",) if a.mlp_fused else ("gate", "up")
 
-    def S(name, shape, dtype):
-        return Saved(where, name, shape, dtype)
+    def S(name, shape, dtype, kind="activation"):
+        return Saved(where, name, shape, dtype, kind)
     inp = S("input", (b, s, h), res)
     if recompute == "full":
         return [inp]
@@ -101,13 +183,11 @@ def rope_block_saved(a, batch, seq, precision, recompute, where,
             out += [S("sdpa.out", (b, hq, s, d), lin),
                     S("sdpa.lse", (b, hq, s), "fp32")]
         out.append(S("o.out", (b, s, h), lin))
-        out += ([S("gate_up.out", (b, s, 2 * f), lin)] if a.mlp_fused
-                else [S("gate.out", (b, s, f), lin),
-                      S("up.out", (b, s, f), lin)])
-        return out + [S("down.out", (b, s, h), lin)]
+        return out + [S(n, shape, lin) for n, shape in
+                      _mlp_outputs(a, (b, s), f)]
 
     def norm(n, x_name, shape=(b, s, h), low=False):
-        return _norm(where, n, x_name, shape, precision, low)
+        return _norm(where, n, x_name, shape, precision, low, a.norm)
 
     def inputs(n, users):   # a Linear's input: cast once per Linear
         if cast:
@@ -125,35 +205,41 @@ def rope_block_saved(a, batch, seq, precision, recompute, where,
                       else [("q", (qd, h)), ("k", (kvd, h)),
                             ("v", (kvd, h))])
         out += _casts(where, [("o", (h, qd))])
+    # fused: q, k, v are views of one output, kept whole when SDPA keeps
+    # V as a view, or when the q/k norms keep their input (LayerNorm;
+    # RMSNorm in fp32)
+    views = a.qkv_fused and (precision == "fp32" or a.norm == "layernorm")
+    if a.qkv_fused and (v_view(a) or (a.qk_norm and views)):
+        out.append(S("qkv.out (q, k, v are its views)",
+                     (b, s, qd + 2 * kvd), lin))
+    skip = 1 if views else 0      # the norms' inputs: views of qkv.out
     if a.qk_norm_full:            # over all heads, on the projections
-        out += norm("q_norm", "q.out (q_norm input)", (b, s, qd), True)
-        out += norm("k_norm", "k.out (k_norm input)", (b, s, kvd), True)
+        out += norm("q_norm", "q.out (q_norm input)", (b, s, qd),
+                    True)[skip:]
+        out += norm("k_norm", "k.out (k_norm input)", (b, s, kvd),
+                    True)[skip:]
     elif a.qk_norm:               # per head (Qwen3, Gemma 3)
-        out += norm("q_norm", "q.out (q_norm input)", (b, hq, s, d), True)
+        out += norm("q_norm", "q.out (q_norm input)", (b, hq, s, d),
+                    True)[skip:]
         out += norm("k_norm", "k.out (k_norm input)",
-                    (b, a.kv_heads, s, d), True)
+                    (b, a.kv_heads, s, d), True)[skip:]
     out += attention_saved(a, b, s, lin, where, local)
     if a.post_norms:
         out += norm("post_attn", "o.out (post_attn input)", low=True)
+    users = mlp_users(a)
     if a.parallel:                # the MLP reads ln1's output too
-        out += inputs("ln1 output", mlp_users) if cast else []
+        mlp_in = inputs("ln1 output", users) if cast else []
     elif a.pre_norms:
-        out += norm("ln2", "ln2 input (residual)") + inputs("ln2 output",
-                                                            mlp_users)
+        out += norm("ln2", "ln2 input (residual)")
+        mlp_in = inputs("ln2 output", users)
     else:
-        out += inputs("residual", mlp_users)
-    if cast:
-        out += _casts(where, [("gate_up", (2 * f, h))] if a.mlp_fused
-                      else [("gate", (f, h)), ("up", (f, h))])
-        out += _casts(where, [("down", (h, f))])
-    act = "silu" if a.mlp == "swiglu" else "gelu"
-    out += ([S("gate_up.out", (b, s, 2 * f), lin)] if a.mlp_fused
-            else [S(f"gate.out ({act} input)", (b, s, f), lin),
-                  S("up.out", (b, s, f), lin)])
-    out += [S(f"{act}.out", (b, s, f), lin),
-            S(f"{act}*up (down input)", (b, s, f), lin)]
+        mlp_in = inputs("residual", users)
+    if mlp is None:
+        out += mlp_in + mlp_saved(a, S, (b, s), f, lin, cast)
+    else:                         # an MoE layer, its input included
+        out += list(mlp)
     if a.post_norms:
-        out += norm("post_mlp", "down.out (post_mlp input)", low=True)
+        out += norm("post_mlp", "mlp out (post_mlp input)", low=True)
     return out
 
 
@@ -176,8 +262,9 @@ def attention_saved(a, b, s, lin, where, local) -> list:
     q = "q (rotated, head-major copy)" if partial else "q (rotated)"
     if not eager(a):
         out.append(S(q, (b, hq, s, d), lin))
-    out += [S("k (rotated, repeated to all heads)", (b, rep, s, d), lin),
-            S("v (repeated to all heads)", (b, rep, s, d), lin)]
+    out.append(S("k (rotated, repeated to all heads)", (b, rep, s, d), lin))
+    if not (a.qkv_fused and v_view(a)):   # else: qkv.out, kept whole
+        out.append(S("v (repeated to all heads)", (b, rep, s, d), lin))
     if eager(a):
         cols = s + 1 if a.sinks else s
         out += [S("q (head-major copy: bmm input)", (b, hq, s, d), lin),

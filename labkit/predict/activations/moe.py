@@ -13,7 +13,7 @@ takes the kept assignments per expert (``kept[e]``, ``K = sum(kept)``,
 what ``MoE.stats["kept"]`` records) as the all-to-all ledger does
 (:mod:`labkit.predict.experts`). What autograd saves, op by op, for
 ``T`` tokens of width ``h``, ``E`` experts, top ``k``, experts of width
-``f`` (SwiGLU), on CPU:
+``f`` (SwiGLU; other MLPs below), on CPU:
 
 - the router: its Linear's input (the ln2 output, shared with the shared
   expert; a bf16 copy under autocast, with the gate weight's copy);
@@ -27,7 +27,7 @@ what ``MoE.stats["kept"]`` records) as the all-to-all ledger does
   permuted token ids ``[K]`` int64, the permuted gate weights ``[K]``
   (model dtype), and the permuted rows ``x[tok]``, ``[K, h]`` -- the
   experts' input (under autocast the experts keep bf16 copies instead:
-  two per expert, gate and up, ``[n_e, h]``);
+  one per Linear reading them, gate and up, ``[n_e, h]``);
 - each expert ``e`` with ``n_e = kept[e]`` rows: the SwiGLU's four
   ``[n_e, f]`` (gate out, up out, SiLU out, their product), under
   autocast plus its three weights' bf16 copies;
@@ -39,8 +39,21 @@ what ``MoE.stats["kept"]`` records) as the all-to-all ledger does
 So the routed part grows with ``K = k T`` (dropless), not with ``E``:
 ``K (3 h + 4 f)`` elements plus the router's ``T (E + 2 k + 1)``.
 Precisions: ``fp32`` and ``autocast_bf16`` (``torch.autocast`` on CPU)
-and ``fsdp_bf16`` (bf16 weights). Node-limited routing (groups) is not
-covered.
+and ``fsdp_bf16`` (bf16 weights). Node-limited routing (groups) and the
+shared expert's sigmoid gate are not covered.
+
+The experts are the dense block's MLP on their rows, so a GeGLU, a
+fused ``gate_up`` or a GELU expert keeps what the dense ledger's
+:func:`labkit.predict.activations.block.mlp_saved` says. ``expert_bias``
+(gpt-oss: the router's and the experts' biases, ``modeling_gpt_oss.py``)
+adds nothing kept: ``addmm`` needs its input and weight for the
+gradients, not its bias, and autocast's bf16 copy of a bias is not kept.
+Everything around the MLP (norms, attention, sinks, windows, soft-caps,
+post-norms, parallel attention + MLP, the head) is the dense ledger's
+block (:func:`labkit.predict.activations.arch.block_saved`) with the MoE
+layer's entries in the MLP's place; with ``parallel`` the router reads
+ln1's output, which the attention's projections already keep (fp32,
+bf16 weights: one storage, counted there).
 
 Under expert parallelism (:func:`ep_saved`, the forward of
 :class:`labkit.nn.moe.expert_parallel.ExpertParallelMoE`) a rank keeps its
@@ -56,14 +69,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from labkit.predict.activations import arch as AA
+from labkit.predict.activations.block import mlp_saved, mlp_users
 from labkit.predict.activations.ledger import (PRECISIONS, Saved,
                                                _dtypes, total)
 
 __all__ = ["moe_saved", "ep_saved", "block_saved", "saved",
            "ep_decoder_saved", "total"]
 BYTES = {"fp32": 4, "bf16": 2, "int64": 8, "bool": 1}
-# the dense block's MLP entries, which the MoE layer replaces
-MLP_NAMES = ("gate", "up", "down", "silu")
 
 
 @dataclass(frozen=True)
@@ -76,16 +88,19 @@ class MoESaved(Saved):
 
 
 def _check(a, precision):
+    """Refuse, in one line, what this ledger has not been held to; the
+    block around the MoE layer is the dense ledger's, which refuses what
+    it does not cover (:func:`labkit.predict.activations.arch._family`)."""
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}: {PRECISIONS}")
-    if not a.experts or a.mlp != "swiglu" or a.expert_groups:
-        raise ValueError("this ledger is a SwiGLU MoE block's (experts > "
-                         "0, no expert groups)")
+    if not a.experts or a.expert_groups:
+        raise ValueError("this ledger is an MoE block's (experts > 0, no "
+                         "expert groups)")
     if a.shared_gate:
         raise ValueError("the shared expert's sigmoid gate is not covered")
-    if AA.variants(a):   # the dense ledger's variants: not
-        raise ValueError(   # yet held to a measured MoE block
-            f"not covered: {', '.join(AA.variants(a)) or 'Q/K norms'}")
+    if AA._check(_dense(a), precision, "none", "cpu") != "rope":
+        raise ValueError("an MoE block in the GPT's layout (learned "
+                         "positions) is not covered")
 
 
 def _counts(a, kept):
@@ -96,21 +111,13 @@ def _counts(a, kept):
     return list(kept)
 
 
-def _swiglu(S, name, rows, f, lin, cast, h):
-    out = []
-    if cast:
-        out += [S(f"{name} gate input (bf16 copy)", (rows, h), "bf16"),
-                S(f"{name} up input (bf16 copy)", (rows, h), "bf16"),
-                S(f"{name}.gate.weight (bf16 copy)", (f, h), "bf16",
-                  "weight_cast"),
-                S(f"{name}.up.weight (bf16 copy)", (f, h), "bf16",
-                  "weight_cast"),
-                S(f"{name}.down.weight (bf16 copy)", (h, f), "bf16",
-                  "weight_cast")]
-    return out + [S(f"{name} gate.out (silu input)", (rows, f), lin),
-                  S(f"{name} up.out", (rows, f), lin),
-                  S(f"{name} silu.out", (rows, f), lin),
-                  S(f"{name} silu*up (down input)", (rows, f), lin)]
+def _expert(a, S, name, rows, f, lin, cast):
+    """One expert (or the shared one) on ``rows`` rows: the dense MLP's
+    entries (:func:`labkit.predict.activations.block.mlp_saved`); under
+    autocast each Linear reading the rows keeps its bf16 copy of them."""
+    out = ([S(f"{name} {u} input (bf16 copy)", (rows, a.hidden), "bf16")
+            for u in mlp_users(a)] if cast else [])
+    return out + mlp_saved(a, S, (rows,), f, lin, cast, f"{name} ")
 
 
 def _router(a, S, T, precision):
@@ -153,11 +160,11 @@ def moe_saved(a, tokens: int, kept: list, precision: str = "fp32",
     if not cast:
         out.append(S("permuted rows x[tok] (experts' input)", (K, h), lin))
     for e, n in enumerate(kept):
-        out += _swiglu(S, f"expert {e}", n, a.expert_ffn, lin, cast, h)
+        out += _expert(a, S, f"expert {e}", n, a.expert_ffn, lin, cast)
     out += [S("expert outputs (cat)", (K, h), lin),
             S("weighted rows (index_add_ source)", (K, h), res)]
     if a.shared_experts:
-        out += _swiglu(S, "shared", T, a.shared_ffn, lin, cast, h)
+        out += _expert(a, S, "shared", T, a.shared_ffn, lin, cast)
     return [e for e in out if e.bytes]
 
 
@@ -184,31 +191,35 @@ def ep_saved(a, tokens: int, sent: int, received: list,
         out.append(S("received rows, regrouped (experts' input)", (R, h),
                      lin))
     for j, n in enumerate(received):
-        out += _swiglu(S, f"local expert {j}", n, a.expert_ffn, lin, cast,
-                       h)
+        out += _expert(a, S, f"local expert {j}", n, a.expert_ffn, lin,
+                       cast)
     out += [S("returned rows (combine all-to-all out)", (S_, h), lin),
             S("weighted rows (index_add_ source)", (S_, h), res)]
     if a.shared_experts:
-        out += _swiglu(S, "shared", T, a.shared_ffn, lin, cast, h)
+        out += _expert(a, S, "shared", T, a.shared_ffn, lin, cast)
     return [e for e in out if e.bytes]
 
 
 def _dense(a):
+    """The record's dense twin: its blocks' attention and norms, its
+    head (no experts, no expert biases)."""
     return a.with_(experts=0, top_k=0, shared_experts=0,
-                   first_dense_layers=0)
+                   first_dense_layers=0, expert_bias=False)
 
 
 def block_saved(a, batch: int, seq: int, moe: list,
-                precision: str = "fp32", where: str = "block") -> list:
+                precision: str = "fp32", where: str = "block",
+                local: bool = False) -> list:
     """A decoder block with an MoE MLP: the dense block's attention and
-    norms (:func:`labkit.predict.activations.arch.block_saved`) and the
-    MoE layer's entries ``moe`` in place of the dense MLP."""
-    dense = AA.block_saved(_dense(a), batch, seq, precision, "none", where)
-    keep = [MoESaved(e.where, e.name, e.shape, e.dtype, e.kind)
-            for e in dense if not e.name.startswith(MLP_NAMES)]
-    return keep + [MoESaved(where, *(getattr(e, k) for k in
-                                     ("name", "shape", "dtype", "kind")))
-                   for e in moe]
+    norms (:func:`labkit.predict.activations.arch.block_saved`; ``local``:
+    a sliding-window layer) and the MoE layer's entries ``moe`` in place
+    of the dense MLP."""
+    if a.parallel and precision != "autocast_bf16":
+        # the router reads ln1's output, kept by the attention already
+        moe = [e for e in moe if not e.name.startswith("router input")]
+    return [MoESaved(where, e.name, e.shape, e.dtype, e.kind) for e in
+            AA.block_saved(_dense(a), batch, seq, precision, "none", where,
+                           "cpu", local, mlp=moe)]
 
 
 def _decoder(a, seq, batch, moe, precision, strided_targets):
@@ -216,17 +227,20 @@ def _decoder(a, seq, batch, moe, precision, strided_targets):
     if len(moe) != a.moe_layers:
         raise ValueError(f"need one entry per MoE layer ({a.moe_layers}),"
                          f" got {len(moe)}")
-    out = [e for e in AA.saved(_dense(a).with_(layers=1), seq, batch,
-                               precision, strided_targets=strided_targets)
+    head = _dense(a).with_(layers=1, window=0, window_layers=(),
+                           cross_layers=())
+    out = [e for e in AA.saved(head, seq, batch, precision,
+                               strided_targets=strided_targets)
            if e.where != "block 0"]        # the head and the loss
     for i in range(a.layers):
-        w = f"block {i}"
+        w, local = f"block {i}", i in a.window_layers
         if i < a.first_dense_layers:
             out += AA.block_saved(_dense(a), batch, seq, precision, "none",
-                                  w)
+                                  w, "cpu", local)
         else:
             out += block_saved(a, batch, seq,
-                               moe[i - a.first_dense_layers], precision, w)
+                               moe[i - a.first_dense_layers], precision, w,
+                               local)
     return out
 
 
