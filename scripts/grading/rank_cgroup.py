@@ -15,8 +15,9 @@ the grader creates for the rerun's jail and binds into it: ``jail.py``)
 before anything else runs, and the hub reads its ``memory.stat`` at every
 reading: ``shmem`` (tmpfs and shared memory charged to the rank, wherever
 it lies) and ``kernel`` (``memory.kmem.usage_in_bytes`` in v1: pipe and
-socket buffers, kernel objects). Page cache (the files a rank reads) is
-left out: it is the course's and the system's, not the rank's to stage.
+socket buffers, kernel objects; 0 without that file). Page cache (the
+files a rank reads) is left out: it is the course's and the system's,
+not the rank's to stage.
 The rank's anonymous memory is still read from ``/proc``: a forked rank
 shares its parent's pages (torch, imported once) until it writes one,
 and the cgroup is charged each page as Python's reference counts copy it,
@@ -80,9 +81,9 @@ class RankCgroups:
         if self.v2:
             return {"shmem": stat["shmem"], "kernel": stat["kernel"],
                     "anon": stat["anon"]}
-        kmem = int((self.dirs[r] / "memory.kmem.usage_in_bytes")
-                   .read_text())
-        return {"shmem": stat["shmem"], "kernel": kmem, "anon": stat["rss"]}
+        kmem = self.dirs[r] / "memory.kmem.usage_in_bytes"
+        return {"shmem": stat["shmem"], "anon": stat["rss"],
+                "kernel": int(kmem.read_text()) if kmem.exists() else 0}
 
     def close(self) -> None:
         _remove(self.dirs)
