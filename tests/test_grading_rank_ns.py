@@ -2,7 +2,9 @@
 rerun's rank is: its namespaces, its seccomp filter, its Landlock box),
 every channel to another rank but the hub's fails: System V shared memory
 and message queues, POSIX message queues, pathname and abstract Unix
-sockets, UDP and TCP on loopback. And the namespaces alone already hide
+sockets, UDP and TCP on loopback; and every place outside its memory
+where it could park bytes (a memfd, a pipe, a socket pair, a kernel key,
+an extended attribute). And the namespaces alone already hide
 what another process opened (the filter's second wall)."""
 import ctypes
 import json
@@ -111,6 +113,36 @@ def test_a_rank_opens_no_channel_of_its_own(tmp_path, channel):
     assert got == "Operation not permitted", got
 
 
+def xattr(w):
+    f = w / "mine" / "f"
+    f.write_bytes(b"")
+    return lambda: os.setxattr(f, "user.parked", b"x" * 1024)
+
+
+# where a rank could park bytes outside its process (its memory count,
+# scripts/grading/memory.py): refused by the filter
+PARKING = {
+    "memfd": lambda w: lambda: os.memfd_create("parked"),
+    "memfd_secret": lambda w: c_call("syscall", 447, 0),
+    "pipe": lambda w: os.pipe,
+    "socketpair": lambda w: socket.socketpair,
+    "kernel key": lambda w: c_call("syscall", 248 if os.uname().machine
+                                   == "x86_64" else 217, b"user", b"k",
+                                   b"x" * 1024, 1024, -4),
+    "xattr": xattr,
+    # a queued signal to itself carries a siginfo of the rank's bytes
+    "signal queue": lambda w: c_call(
+        "syscall", 129 if os.uname().machine == "x86_64" else 138,
+        os.getpid(), 34, ctypes.create_string_buffer(128)),
+}
+
+
+@pytest.mark.parametrize("place", sorted(PARKING))
+def test_a_rank_parks_nothing_outside_its_memory(tmp_path, place):
+    got = in_rank(tmp_path, lambda w: errno_of(PARKING[place](w)))
+    assert got == "Operation not permitted", got
+
+
 def test_the_hubs_socket_still_carries(tmp_path):
     """The inherited socket pair (the hub's) is untouched by the walls."""
     here, there = socket.socketpair()
@@ -198,7 +230,9 @@ print("CHANNELS", _j.dumps({
     "udp loopback": _try(lambda: _sock(_s.AF_INET, _s.SOCK_DGRAM,
                                        ("127.0.0.1", 9))),
     "tcp loopback": _try(lambda: _sock(_s.AF_INET, _s.SOCK_STREAM,
-                                       ("127.0.0.1", 9)))}), flush=True)
+                                       ("127.0.0.1", 9))),
+    "memfd": _try(lambda: _o.memfd_create("parked")),
+    "pipe": _try(lambda: _o.pipe() and 0)}), flush=True)
 '''
 
 
@@ -220,5 +254,5 @@ def test_from_inside_a_real_rank_every_channel_fails(tmp_path):
     for r in range(2):
         log = (tmp_path / "run" / f"rank-{r}.log").read_text()
         seen = json.loads(log.split("CHANNELS ", 1)[1].splitlines()[0])
-        assert seen == {k: "Operation not permitted" for k in CHANNELS}, \
-            seen
+        assert seen == {k: "Operation not permitted" for k in
+                        [*CHANNELS, "memfd", "pipe"]}, seen

@@ -22,10 +22,14 @@ the first to the last, the gradients freed, is what the optimizer keeps
 everything the rank keeps, the gradient shard too: ZeRO-2 at most 16 Psi
 / N (moments, master, gradient shard), full Adam 8 Psi. The two are the
 same at N = 2, hence 4 ranks: 4 Psi against 8 Psi, 8.4 MB apart here,
-decided at their middle. The same counts give the memory half of
-``freed`` (``grads_rss_per_step``): the growth over each of the probe's
-backward passes, the gradients that outlive it, at most Phi / 2 (ZeRO-2
-keeps only its shard; a rank that never frees holds Phi, 8.4 MB here).
+decided at their middle. State parked outside the rank's process between
+steps (tests/buildit/hostile_zero_parked.py: Adam's second moment in a
+file of its own folder) is in the hub's readings all the same
+(scripts/grading/memory.py, rank_cgroup.py). The same counts give the
+memory half of ``freed`` (``grads_rss_per_step``): the growth over each
+of the probe's backward passes, the gradients that outlive it, at most
+Phi / 2 (ZeRO-2 keeps only its shard; a rank that never frees holds Phi,
+8.4 MB here).
 
 Both are differences a rank could stage with a block it frees between
 two readings (tests/buildit/hostile_zero_ballast.py,

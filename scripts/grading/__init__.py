@@ -14,7 +14,10 @@
 - ``rerun.py``: a build-it rerun of the student's source, in its own jail;
   ``ranks.py``: its ranks, forked from one process that imported torch;
   ``rank_ns.py``, ``rank_box.py``: each rank's walls (namespaces and
-  seccomp, Landlock), so the hub is its only channel.
+  seccomp, Landlock), so the hub is its only channel; ``hub.py``,
+  ``hub_count.py``: the collectives it performs and counts;
+  ``memory.py``, ``rank_cgroup.py``: each rank's memory as the hub reads
+  it (``/proc``, its folder, its memory cgroup where there is one).
 - ``plain.py``: the plain-data format both sides speak; ``pipe.py``:
   reading a jail's pipe; ``report.py``: grades.csv, the gradebook,
   feedback files, the summary (safe to open).

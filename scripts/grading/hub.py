@@ -56,9 +56,9 @@ def _tail(x) -> list:
 
 class Hub:
     def __init__(self, socks: list, timeout_s: float, pids=None,
-                 deal=None):
+                 deal=None, dirs=None, cgroups=None):
         self.socks, self.n = socks, len(socks)
-        self.count = Count(self.n, pids)
+        self.count = Count(self.n, pids, dirs, cgroups)
         self.deal = deal           # rank -> its share of the data, or None
         self.deadline = time.monotonic() + timeout_s
         self.pending = {}          # rank -> (header, tensor) of a collective

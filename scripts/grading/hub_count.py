@@ -30,13 +30,22 @@ where a check reads an order or a memory peak instead of the rank's own
 timeline or probe (``labkit.buildit.sharding``'s overlap,
 ``labkit.buildit.fsdp_peak``); a scaled point (``points.scaled``) has
 the weights the hub answered with (one per row) as a fifth value.
+With the ranks' own folders (``dirs``), every reading of a rank's memory
+adds what its folder holds (``memory.folder_bytes``: a file parked there
+during backward is held all the same), and ``folder``: per rank, that
+part of its reading as each window opened. With a memory cgroup per rank
+(``rank_cgroup.py``), a reading is the rank's anonymous memory, the
+larger of the shared memory it maps (and its folder) and the shared
+memory charged to its cgroup (what it parked anywhere), and the kernel
+memory charged to it (buffers it filled); ``cgroup``: per rank, the
+cgroup's ``[shmem, kernel, anon]`` as each window opened (-1: unread).
 ``sumsq``: per rank and window, the sum of squares of the all-reduces'
 results the hub computed (what a check finds a hub's weights in,
 ``labkit.buildit.sharding``).
 """
 from __future__ import annotations
 
-from grading.memory import resident
+from grading.memory import folder_bytes, parts
 from labkit.buildit.points import NAME_CHARS  # a point's name: kept chars
 
 # the points a rank may mark (``labkit.buildit.points``); more are dropped
@@ -44,8 +53,10 @@ MAX_POINTS = 4096
 
 
 class Count:
-    def __init__(self, n: int, pids=None):
-        self.pids = pids
+    def __init__(self, n: int, pids=None, dirs=None, cgroups=None):
+        self.pids, self.dirs, self.cgroups = pids, dirs, cgroups
+        self.folder = [[] for _ in range(n)]
+        self.charged = [[] for _ in range(n)]
         self.windows = [[] for _ in range(n)]
         self.outside = [{} for _ in range(n)]
         self.depth = [0] * n
@@ -65,8 +76,27 @@ class Count:
         elif op != "barrier":
             self.outside[r][op] = self.outside[r].get(op, 0) + nbytes
 
-    def _memory(self, r: int) -> int:
-        return resident(self.pids[r]) if self.pids else -1
+    def _memory(self, r: int, opening: bool = False) -> int:
+        if not self.pids:
+            return -1
+        anon, shmem = parts(self.pids[r])
+        held = folder_bytes(self.dirs[r]) if self.dirs and anon >= 0 else 0
+        if opening and self.dirs:
+            self.folder[r].append(held if anon >= 0 else -1)
+        if anon < 0:
+            return -1
+        c = None
+        if self.cgroups:
+            try:
+                c = self.cgroups.read(r)
+            except (OSError, ValueError, KeyError):
+                pass             # gone: /proc alone, as without one
+            if opening:
+                self.charged[r].append([c["shmem"], c["kernel"], c["anon"]]
+                                       if c else [-1, -1, -1])
+        if c is None:
+            return anon + shmem + held
+        return anon + max(shmem + held, c["shmem"]) + c["kernel"]
 
     def mark(self, r: int, kind, name=None, scale=None) -> None:
         if kind == "point":
@@ -81,7 +111,7 @@ class Count:
                 self.windows[r].append([])
                 self.sumsq[r].append(0.0)
                 if self.pids:
-                    self.rss[r].append(self._memory(r))
+                    self.rss[r].append(self._memory(r, opening=True))
                     self.call_rss[r].append([])
             self.depth[r] += 1
         elif kind == "base" and self.base[r] < 0:
@@ -95,4 +125,8 @@ class Count:
         if self.pids:
             out["rss"], out["base"] = self.rss, self.base
             out["call_rss"] = self.call_rss
+            if self.dirs:
+                out["folder"] = self.folder
+            if self.cgroups:
+                out["cgroup"] = self.charged
         return out

@@ -30,7 +30,12 @@ process there (``/proc/1/fd`` needs CAP_SYS_PTRACE, dropped).
 Limits: the submission's cgroup (``limits.Box``: memory, processes and CPU
 of all its jails together, nested under this process's cgroup), rlimits
 always (open files, file size, no core dumps), and the caller's wall
-clock. ``rlimits`` alone (no namespaces) is not a sandbox: ``grade.py``
+clock. A build-it rerun's jail gets its memory cgroup too (``ENV``, bound
+at ``/grading/cgroup`` in a bubblewrap jail), where the hub puts each rank
+in a cgroup of its own (``rank_cgroup.py``: what a rank parks outside its
+process is counted); with cgroup v2 (its no-internal-process rule) or
+none, the hub reads ``/proc`` alone, and ``describe`` says so.
+``rlimits`` alone (no namespaces) is not a sandbox: ``grade.py``
 refuses it unless ``--unsafe-no-isolation``. Docker/Podman (``otter
 grade``) are not used: they need a daemon and images that many
 instructors' machines and CI runners do not have.
@@ -46,6 +51,7 @@ import sys
 from pathlib import Path
 
 from grading import limits, seccomp
+from grading.rank_cgroup import ENV
 
 NOFILE = 4096
 FSIZE = 1 << 30           # largest file a submission may write
@@ -58,11 +64,20 @@ class Jail:
 
     def __init__(self):
         self.cgroups = limits.probe()
+        # v1's memory controller: a rerun's ranks in cgroups of their own
+        self.rank_cgroups = self.cgroups and not (
+            limits.CGROUP / "cgroup.controllers").exists()
 
     def describe(self) -> str:
         lim = (f"cgroup per submission: memory {limits.MEMORY >> 30} GiB, "
                f"pids {limits.PIDS}, {limits.CPUS} CPUs, all its jails "
                "together; " if self.cgroups else "no cgroup (not root?); ")
+        lim += ("a memory cgroup per rank of a rerun; " if
+                self.rank_cgroups else
+                "ranks' memory read from /proc alone (no memory cgroup "
+                "per rank: what a rank parks outside its process and its "
+                "folder, where its filter leaves a place, is not "
+                "counted); ")
         return (f"{self.name} ({lim}rlimits nofile {NOFILE}, "
                 f"fsize {FSIZE >> 30} GiB)")
 
@@ -90,6 +105,9 @@ class Jail:
               box=None, trusted: bool = False,
               what: str = "jail") -> subprocess.Popen:
         dirs = box.cell(what) if box is not None else []
+        mem = [d for d in dirs if (d / "memory.stat").exists()]
+        if what == "rerun" and self.rank_cgroups and mem:
+            env = dict(env, **{ENV: str(mem[0])})   # rank_cgroup.py
         if not self.sandboxed:
             env = dict(env, PYTHONPATH=str(course), HOME=str(work),
                        TMPDIR=str(work / "tmp"))
@@ -174,6 +192,9 @@ class Bubblewrap(Jail):
         a += ["--ro-bind", str(course), "/grading/course",
               *size, "--tmpfs", "/grading/course/_build",
               *size, "--tmpfs", "/grading/work"]
+        if env.get(ENV):          # a rerun's memory cgroup, for its ranks
+            a += ["--bind", env[ENV], "/grading/cgroup"]
+            env = dict(env, **{ENV: "/grading/cgroup"})
         for f in sorted(work.iterdir()):
             if f.is_file() and not f.is_symlink():
                 a += ["--ro-bind", str(f), f"/grading/work/{f.name}"]

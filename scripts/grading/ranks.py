@@ -36,7 +36,11 @@ seccomp filter (``rank_ns.py``): no System V or POSIX IPC, no socket of
 its own (Unix, UDP or TCP), so the hub's socket is its only channel.
 Last, still before the student's module, it marks "base": the hub reads
 its memory then (``labkit.buildit.held``: no block held since, to free
-between two of the hub's readings).
+between two of the hub's readings). Every reading of a rank counts what
+its own folder holds too (``memory.folder_bytes``), the one place its box
+lets it write; and where the grader gave the rerun a memory cgroup
+(``rank_cgroup.py``), each rank joins one of its own first thing, so that
+what it parks outside its process is charged to it and read by the hub.
 """
 from __future__ import annotations
 
@@ -53,10 +57,16 @@ from pathlib import Path
 
 from grading import memory, proxy, rank_box, rank_ns
 from grading.hub import Hub
+from grading.rank_cgroup import RankCgroups
 
 
 def _child(rank: int, world: int, link, argv: list[str],
-           run_dir: Path, timeout_s: float) -> None:
+           run_dir: Path, timeout_s: float, cg=None) -> None:
+    if cg is not None:
+        try:                 # first: all it allocates is charged there
+            cg.enter(rank)
+        except OSError:      # its memory is read from /proc alone
+            pass
     # everything inherited goes, the parent's channel to the grader first;
     # this rank's socket to the hub stays, as fd 3
     os.closerange(0, 1)
@@ -125,10 +135,24 @@ def _mark_windows(pg) -> None:
 
 
 def fork_ranks(lab: str, source: str, config: dict, world_size: int,
-               work: Path, timeout: float, hub: bool = False) -> dict:
+               work: Path, timeout: float, hub: bool = False,
+               cgroup=None) -> dict:
     """The result ``labkit.buildit.run(lab, sources={"student": source},
     config=config)`` gives, from forked ranks; with ``hub``, their group
-    is the hub's (``proxy.py``) and ``hub`` holds its counts."""
+    is the hub's (``proxy.py``) and ``hub`` holds its counts, each rank in
+    a memory cgroup of its own beneath ``cgroup`` (default: the one the
+    grader gave the rerun, ``rank_cgroup.ENV``), where there is one."""
+    cg = RankCgroups.open(world_size, cgroup) if hub else None
+    try:
+        return _fork_ranks(lab, source, config, world_size, work, timeout,
+                           hub, cg)
+    finally:
+        if cg is not None:
+            cg.close()
+
+
+def _fork_ranks(lab, source, config, world_size, work, timeout, hub,
+                cg) -> dict:
     import torch  # noqa: F401 - imported once, here, for every rank
     import torch.distributed  # noqa: F401
     # what an optimizer's constructor imports (some 800 modules: 1 s of
@@ -157,7 +181,7 @@ def fork_ranks(lab: str, source: str, config: dict, world_size: int,
         pid = os.fork()
         if pid == 0:
             _child(r, world_size, there or port, argv, run_dir,
-                   rank_timeout)
+                   rank_timeout, cg)
         if hub:
             there.close()
             mine.append(here)
@@ -179,8 +203,10 @@ def fork_ranks(lab: str, source: str, config: dict, world_size: int,
         # its share of the data from the hub (labkit.buildit.dealt)
         cfg = {**cfg, "data_seed": int.from_bytes(os.urandom(6), "big")}
         deal = functools.partial(dealt.flat_share, h.share, cfg, world_size)
-    counts = Hub(mine, timeout, pids=order, deal=deal).serve(alive) \
-        if hub else None
+    # each reading of a rank holds what its own folder holds too
+    dirs = [run_dir / f"r{r}" for r in range(world_size)]
+    counts = Hub(mine, timeout, pids=order, deal=deal, dirs=dirs,
+                 cgroups=cg).serve(alive) if hub else None
     for s in mine:
         s.close()
     while alive() and time.monotonic() < deadline:

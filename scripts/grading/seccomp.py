@@ -15,7 +15,15 @@ rerun on the hub, ``rank_ns.py``) also refuses every channel between
 processes the rank could open itself: ``socket`` (its hub socket is
 inherited, so a rank needs none: no pathname or abstract Unix socket, no
 UDP or TCP), ``io_uring_setup`` (its own sockets), System V shared
-memory, message queues and semaphores, and POSIX message queues.
+memory, message queues and semaphores, and POSIX message queues; and
+every place outside its process's memory where a rank could park what
+its optimizer keeps during backward and take it back in ``step()``,
+unseen by the hub's count (``memory.py``): ``memfd_create`` and
+``memfd_secret``, pipes and socket pairs (their buffers), the kernel's
+keys, extended attributes (a file's, kept in memory by tmpfs), queued
+signals to itself (each a siginfo of the rank's bytes), BPF maps and
+perf buffers. Its folder's files are counted instead
+(``memory.folder_bytes``).
 """
 from __future__ import annotations
 
@@ -31,11 +39,17 @@ ALLOW, ERRNO = 0x7FFF0000, 0x00050000
 EPERM = 1
 X32_BIT = 0x40000000
 # a rank's own channels: socket, io_uring_setup, shmget, shmat, msgget,
-# msgsnd, msgrcv, semget, semop, mq_open, mq_timedsend, mq_timedreceive
+# msgsnd, msgrcv, semget, semop, mq_open, mq_timedsend, mq_timedreceive;
+# then the places it could park bytes outside its process's memory:
+# memfd_create, memfd_secret, pipe2, socketpair, add_key, request_key,
+# keyctl, setxattr, lsetxattr, fsetxattr, setxattrat, rt_sigqueueinfo,
+# rt_tgsigqueueinfo, bpf, perf_event_open (and x86_64's pipe)
 RANK_CALLS = {"x86_64": (41, 425, 29, 30, 68, 69, 70, 64, 65, 240, 242,
-                         243),
+                         243, 319, 447, 293, 53, 248, 249, 250, 188, 189,
+                         190, 463, 129, 297, 321, 298, 22),
               "aarch64": (198, 425, 194, 196, 186, 189, 188, 190, 193, 180,
-                          182, 183)}
+                          182, 183, 279, 447, 59, 199, 217, 218, 219, 5, 6,
+                          7, 463, 138, 240, 280, 241)}
 
 
 def _op(code, k, jt=0, jf=0) -> bytes:
