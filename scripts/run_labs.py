@@ -236,12 +236,21 @@ def run_lab(name: str, nb: Path, profile: str, params: dict,
     t0 = time.perf_counter()
     status, detail = "ok", ""
     try:
-        pm.execute_notebook(str(nb_in), str(out_dir / nb.name),
-                            parameters=parameters, cwd=str(labs),
-                            kernel_name="python3", progress_bar=False,
-                            request_save_on_cell_execute=True,
-                            kernel_manager_class=labfaults.quiet_kernel(
-                                out_dir / "kernel-stderr.log"))
+        for attempt in (1, 2):
+            try:
+                pm.execute_notebook(
+                    str(nb_in), str(out_dir / nb.name),
+                    parameters=parameters, cwd=str(labs),
+                    kernel_name="python3", progress_bar=False,
+                    request_save_on_cell_execute=True,
+                    kernel_manager_class=labfaults.quiet_kernel(
+                        out_dir / "kernel-stderr.log"))
+                break
+            except Exception as e:  # noqa: BLE001 -- one retry, named
+                if attempt == 2 or not labfaults.port_taken(e, out_dir):
+                    raise
+                print(f"{name}: the kernel's port was taken before it "
+                      "bound it; starting it again", flush=True)
         resultsfile.read(out_dir / "results.json")   # its schema
     except KeyboardInterrupt:   # Ctrl-C, SIGTERM, SIGHUP (see main)
         labfaults.remove_connection_files(out_dir)

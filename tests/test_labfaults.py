@@ -82,3 +82,16 @@ def test_kernel_connection_files_stay_private_and_go(tmp_path):
     labruns.label_interrupted(tmp_path)
     assert not (tmp_path / "fake.20261201-000000.interrupted"
                 / ".kernel").exists()
+
+
+def test_a_kernel_whose_port_was_taken_starts_again(tmp_path):
+    """The runner starts a lab's kernel once more only when it died
+    before answering because its port was taken (no cell ran)."""
+    from labkit.results.labfaults import port_taken
+    died = RuntimeError("Kernel died before replying to kernel_info")
+    assert not port_taken(died, tmp_path)          # no log: not known
+    (tmp_path / "kernel-stderr.log").write_text(
+        "zmq.error.ZMQError: Address already in use "
+        "(addr='tcp://127.0.0.1:42173')\n")
+    assert port_taken(died, tmp_path)
+    assert not port_taken(RuntimeError("a cell raised"), tmp_path)

@@ -31,6 +31,22 @@ def remove_connection_files(run: Path) -> None:
     shutil.rmtree(Path(run) / KERNEL_DIR, ignore_errors=True)
 
 
+def port_taken(e: BaseException, out_dir: Path) -> bool:
+    """The kernel died before it answered, because a port its client
+    chose was bound by another process between the choice and the
+    kernel's bind (jupyter_client picks free TCP ports, the kernel binds
+    them later: two runners starting kernels at once can collide). No
+    cell has run: the lab can start again."""
+    if "Kernel died before replying to kernel_info" not in str(e):
+        return False
+    try:
+        log = (Path(out_dir) / "kernel-stderr.log").read_text(
+            errors="replace")
+    except OSError:
+        return False
+    return "Address already in use" in log
+
+
 def quiet_kernel(log: Path):
     """A kernel manager whose kernel writes its own stderr to ``log`` (in
     the run folder): the ZMQ traceback a kernel prints when the runner is
