@@ -21,18 +21,25 @@ ARCHS = [arch.preset("llama-tiny"),                        # GQA 4:2
          arch.preset("llama-tiny").with_(kv_heads=4, head_dim=24)]
 
 
+def _step(a, b, s, precision, recompute, **kw):
+    """The block of ``a`` built at ``precision`` and ``recompute``, its
+    batch, its measured step and the ledger's prediction."""
+    model = apply(build_arch(a), recompute)
+    if precision == "fsdp_bf16":
+        model = model.to(torch.bfloat16)
+    amp = (torch.autocast("cpu", dtype=torch.bfloat16)
+           if precision == "autocast_bf16" else None)
+    x, y = batch(GPTConfig(vocab=a.vocab, seq=s), b, 0)
+    got = measure(model, x, y, amp, **kw)
+    pred = AA.saved(a, s, b, precision=precision, recompute=recompute)
+    return model, x, y, amp, got, pred
+
+
 @pytest.mark.parametrize("precision", A.PRECISIONS)
 @pytest.mark.parametrize("recompute", A.RECOMPUTE)
 def test_ledger_equals_measured(precision, recompute):
     for (b, s), a in zip(((4, 32), (3, 16), (2, 8)), ARCHS):
-        model = apply(build_arch(a), recompute)
-        if precision == "fsdp_bf16":
-            model = model.to(torch.bfloat16)
-        amp = (torch.autocast("cpu", dtype=torch.bfloat16)
-               if precision == "autocast_bf16" else None)
-        x, y = batch(GPTConfig(vocab=a.vocab, seq=s), b, 0)
-        got = measure(model, x, y, amp)
-        pred = AA.saved(a, s, b, precision=precision, recompute=recompute)
+        model, x, y, amp, got, pred = _step(a, b, s, precision, recompute)
         assert sorted(t[:2] for t in got["tensors"]) == as_multiset(pred)
         assert got["total"] == A.total(pred)
         assert got["weight_cast"] == A.total(pred, "weight_cast")
@@ -98,15 +105,8 @@ def test_variants_ledger_equals_measured(name):
     a, (b, s) = VARIANTS[name], (2, 8)
     for precision in A.PRECISIONS:
         for recompute in A.RECOMPUTE:
-            model = apply(build_arch(a), recompute)
-            if precision == "fsdp_bf16":
-                model = model.to(torch.bfloat16)
-            amp = (torch.autocast("cpu", dtype=torch.bfloat16)
-                   if precision == "autocast_bf16" else None)
-            x, y = batch(GPTConfig(vocab=a.vocab, seq=s), b, 0)
-            got = measure(model, x, y, amp, settle_s=0.05)
-            pred = AA.saved(a, s, b, precision=precision,
-                            recompute=recompute)
+            *_, got, pred = _step(a, b, s, precision, recompute,
+                                  settle_s=0.05)
             assert sorted(t[:2] for t in got["tensors"]) == \
                 as_multiset(pred), (precision, recompute)
             assert got["weight_cast"] == A.total(pred, "weight_cast")

@@ -32,29 +32,11 @@ def meta_params(source) -> dict:
 
 
 def _sizes(model) -> dict:
-    """What the frameworks' terms read (as
-    :func:`labkit.predict.memory.frameworks.record_sizes` from a record):
-    the largest module's parameters (a MoE layer's experts are one), the
-    largest unit (a decoder layer, or a top-level module) and the
-    parameters of tensors DeepSpeed keeps whole (ZeRO-3's persistence
-    threshold)."""
-    import re
-    from labkit.predict.memory.frameworks import DEEPSPEED_DEFAULTS
-    threshold = DEEPSPEED_DEFAULTS["stage3_param_persistence_threshold"]
-    modules, units, persistent = {}, {}, 0
-    for name, p in model.named_parameters(remove_duplicate=True):
-        n = p.numel()
-        module = name.rsplit(".", 1)[0]
-        parts = module.split(".")
-        if "experts" in parts:
-            module = ".".join(parts[:parts.index("experts") + 1])
-        modules[module] = modules.get(module, 0) + n
-        layer = re.match(r"(.*?\blayers\.\d+)\.", name)
-        unit = layer.group(1) if layer else module
-        units[unit] = units.get(unit, 0) + n
-        persistent += n if n <= threshold else 0
-    return {"largest_layer": max(modules.values()),
-            "largest_unit": max(units.values()), "persistent": persistent}
+    """What the frameworks' terms read, from the built model's own
+    tensors (:func:`labkit.predict.memory.frameworks.sizes`)."""
+    from labkit.predict.memory.frameworks import sizes
+    return sizes((name, p.numel()) for name, p in
+                 model.named_parameters(remove_duplicate=True))
 
 
 def _said(e) -> str:

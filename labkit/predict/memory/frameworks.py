@@ -40,6 +40,7 @@ installed DeepSpeed's ``estimate_zero2/3_model_states_mem_needs``.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 FRAMEWORKS = ("ledger", "deepspeed", "fsdp2", "fsdp1", "megatron")
@@ -219,24 +220,39 @@ def terms(framework: str, *, ledger_strategy: str, params: float,
     return _fsdp(framework, ledger_strategy, largest_unit, mixed)
 
 
-# -- sizes the terms read, from an architecture record ----------------------
+# -- sizes the terms read: from a record, or from a built model's tensors --
 
-def module_sizes(a) -> dict:
-    """Parameters held directly by each module of the record's model, as
-    transformers 5 builds it: a MoE layer's experts are one module (fused
-    ``gate_up_proj`` and ``down_proj``), so they count as one layer."""
-    from labkit.predict.model.params import numel, tensors
-    sizes: dict = {}
-    for name, shape, _ in tensors(a):
+def sizes(named, stored=None, threshold: int = DEEPSPEED_DEFAULTS[
+        "stage3_param_persistence_threshold"]) -> dict:
+    """``largest_layer`` (the most parameters a module holds itself: a
+    MoE layer's experts are one module), ``largest_unit`` (a decoder layer
+    ``...layers.N``, or a top-level module: the embedding, the head) and
+    ``persistent`` (tensors of at most ``threshold`` elements, which
+    DeepSpeed's ZeRO-3 keeps whole) of the tensors ``named``: ``(name,
+    elements)`` pairs, the record's (``layers.3.mlp.up_proj.weight``) or a
+    built model's (``model.layers.3.mlp.up_proj.weight``). ``stored`` maps
+    a name to the tensor it is stored in (the record's experts are fused
+    in transformers 5: :func:`_stored`)."""
+    modules: dict = {}
+    units: dict = {}
+    kept: dict = {}
+    for name, n in named:
         module = name.rsplit(".", 1)[0]
         parts = module.split(".")
         if "experts" in parts:   # layers.3.mlp.experts.17.up_proj
             module = ".".join(parts[:parts.index("experts") + 1])
-        sizes[module] = sizes.get(module, 0) + numel(shape)
-    return sizes
+        modules[module] = modules.get(module, 0) + n
+        layer = re.match(r"(.*?\blayers\.\d+)\.", name)
+        unit = layer.group(1) if layer else module
+        units[unit] = units.get(unit, 0) + n
+        key = stored(name) if stored else name
+        kept[key] = kept.get(key, 0) + n
+    return {"largest_layer": max(modules.values()),
+            "largest_unit": max(units.values()),
+            "persistent": sum(n for n in kept.values() if n <= threshold)}
 
 
-def _stored(parts: list) -> str:
+def _stored(name: str) -> str:
     """The tensor a record's tensor is part of in transformers 5: a MoE
     layer's experts are fused, every expert's gate and up projections
     into one ``gate_up_proj`` (``[E, 2F, H]``) and the down projections
@@ -244,8 +260,9 @@ def _stored(parts: list) -> str:
     ``gate_up_proj_bias`` ``[E, 2F]``; modeling_gpt_oss.py,
     ``GptOssExperts``). ``layers.3.mlp.experts.17.up_proj.bias`` is part
     of ``layers.3.mlp.experts.gate_up_proj.bias``."""
+    parts = name.split(".")
     if "experts" not in parts or len(parts) < parts.index("experts") + 4:
-        return ".".join(parts)
+        return name
     i = parts.index("experts")
     proj = parts[i + 2]
     proj = "gate_up_proj" if proj in ("gate_proj", "up_proj") else proj
@@ -254,18 +271,7 @@ def _stored(parts: list) -> str:
 
 def record_sizes(a, threshold: int = DEEPSPEED_DEFAULTS[
         "stage3_param_persistence_threshold"]) -> dict:
-    """``largest_layer``, ``largest_unit`` (a decoder layer or the
-    embedding / head) and ``persistent`` (tensors of at most
-    ``threshold`` elements) of the record ``a``."""
+    """:func:`sizes` of the record ``a``'s tensors."""
     from labkit.predict.model.params import numel, tensors
-    units: dict = {}
-    stored: dict = {}   # the tensors as transformers 5 stores them
-    for name, shape, _ in tensors(a):
-        n = numel(shape)
-        parts = name.split(".")
-        unit = ".".join(parts[:2]) if parts[0] == "layers" else parts[0]
-        units[unit] = units.get(unit, 0) + n
-        stored[_stored(parts)] = stored.get(_stored(parts), 0) + n
-    persistent = sum(n for n in stored.values() if n <= threshold)
-    return {"largest_layer": max(module_sizes(a).values()),
-            "largest_unit": max(units.values()), "persistent": persistent}
+    return sizes(((name, numel(shape)) for name, shape, _ in tensors(a)),
+                 _stored, threshold)
