@@ -50,6 +50,11 @@ PHRASES = {
     "{} breaks": "{} 处断点",
     "{} minutes": "{} 分钟",
     "none yet (this checkout has no `{}`)": "暂无（本仓库没有 `{}`）",
+    # book/running.md: when the run plan's table measured its labs
+    "all of them in the sitting that measured the constants":
+        "全部与这些常数在同一时段测得",
+    "{} of those labs later than the constants, at another hour":
+        "其中 {} 个实验是在常数之后、另一个时段测的",
     # column and index names of glued tables (glue_table)
     "model states / GPU (GB)": "每 GPU 模型状态（GB）",
     "{} activations (GB)": "{} 激活（GB）",

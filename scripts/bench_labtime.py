@@ -24,11 +24,20 @@ built from parts measured here, each once, the way a lab meets them:
   and 3) of ``labkit.runs.zero`` in this process as a 1-rank gloo group,
   at the CPU profile's model: their CPU time, times ``slowdown`` (the
   difference of two launches' walls was too noisy on a shared machine);
+* ``first_run_s``, ``deepspeed_first_s``, ``stack_s``: what a launch's
+  ranks meet the first time and a warm process never shows (the lazy
+  imports of FSDP, Dynamo, the optimizer's first step; DeepSpeed's
+  engine; the functional collectives), from three real 2-rank launches
+  (``first_use_walls``): lab 4's run module training one FSDP2 run, less
+  a bare launch and ``run_s``; the same with one ZeRO-1 engine more,
+  less that launch and ``deepspeed_run_s``; lab 2's counter check, less
+  a bare launch;
 * ``build_s``: in the kernel, the CPU model built and one training step
   (what a reference run or a ledger's measurement costs a cell);
 * ``compile_s``: a launch of ``labkit.runs.compile`` at lab 12's CPU
-  parameters (Inductor, the checkout's compile cache as the labs find
-  it); the plan counts what it adds to a bare launch of its ranks;
+  parameters on an empty Inductor cache (every graph compiled, as on a
+  fresh clone; the labs run here on one too); the plan counts what it
+  adds to a bare launch of its ranks;
 * ``colossalai_import_s``: ``import colossalai`` in ``.venv-colossalai``;
 * ``ddp_run_s``: one of lab 3's DDP runs (``labkit.runs.sharding``'s
   ``run_strategy``, at its steps and timed steps), and
@@ -36,7 +45,13 @@ built from parts measured here, each once, the way a lab meets them:
   colossalai``'s ``run_plugin``: build, boost, steps), the mean over the
   profile's plugins, in ``.venv-colossalai``'s interpreter as a 1-rank
   gloo group; like ``run_s``, their CPU time (``cpu_s``, as measured)
-  times ``slowdown``, the wall beside (``colossalai_run_wall_s``);
+  times ``slowdown``, the wall beside (``colossalai_run_wall_s``); and
+  ``precision_local_s``, lab 14's one-process part (``labkit.runs.
+  precision.local_part``, which rank 0 computes while the others wait),
+  the same way, on one thread as a rank has; and ``ledger_s``, one of
+  lab 1's ledger checks in its kernel (a build, its forward's storages
+  measured, the record's ledger), the mean over its precisions and
+  recomputations;
 * ``slowdown``: wall over CPU seconds of a one-thread matmul loop run
   for a few seconds: the share of a core a process gets on this machine
   at the time (1 on an idle machine); the plan's terms that come from
@@ -175,6 +190,62 @@ def run_costs(model: dict, zero: dict) -> dict:
             "deepspeed_run_s": sum(ds_s) / len(ds_s), "ddp_run_s": ddp_s}
 
 
+def ledger_s(model: dict) -> float:
+    """CPU seconds of one of lab 1's ledger checks (its ``kept``): the
+    model built with a recomputation, what its forward keeps measured
+    (``labkit.measure.activations.measure``), and the record's ledger
+    (``labkit.predict.activations.arch.saved``), the mean over the
+    precisions and recomputations, at the CPU profile's model and lab
+    1's smaller micro-batch."""
+    import torch
+    from labkit.measure.activations import measure
+    from labkit.nn.model import GPTConfig, arch_of, batch, build_arch
+    from labkit.predict import activations as A
+    from labkit.predict.activations import arch as AA
+    from labkit.training.recompute import apply
+    cfg, mb = GPTConfig(**model), 2
+    rec = arch_of(cfg)
+
+    def one(prec, rc):
+        x, y = batch(cfg, mb, step=0)
+        net = apply(build_arch(rec), rc)
+        amp = torch.autocast("cpu", dtype=torch.bfloat16) \
+            if prec == "autocast_bf16" else None
+        measure(net.to(torch.bfloat16) if prec == "fsdp_bf16" else net,
+                x, y, amp)
+        AA.saved(rec, cfg.seq, mb, prec, rc, device="cpu",
+                 strided_targets=not y.is_contiguous())
+    one("fp32", "none")           # the first call's imports aside
+    combos = [(p, r) for p in A.PRECISIONS for r in A.RECOMPUTE]
+    c = time.process_time()
+    for p, r in combos:
+        one(p, r)
+    return (time.process_time() - c) / len(combos)
+
+
+def precision_local(section: dict) -> float:
+    """CPU seconds of lab 14's one-process part (``labkit.runs.precision.
+    local_part``: rank 0 computes it while the other ranks wait) at the
+    profile's sizes, in this process, the least of two."""
+    import torch
+    from labkit.runs import precision as P
+    a = P.parse_args([f"--{k.replace('_', '-')}={section[k]}" for k in (
+        "preset", "hidden", "ffn", "micro_batch", "block", "scaler_steps",
+        "init_scale", "growth_interval") if k in section] + [
+        "--ks", ",".join(map(str, section.get("ks", [1, 4, 16, 32])))])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)     # a rank's one thread (launch sets it)
+    try:
+        out = float("inf")
+        for _ in range(2):
+            c = time.process_time()
+            P.local_part(P.widened(a), a)
+            out = min(out, time.process_time() - c)
+    finally:
+        torch.set_num_threads(threads)
+    return out
+
+
 CAI_RUNS = """
 import json, sys, time
 from labkit.runs import colossalai as C
@@ -211,6 +282,59 @@ def colossalai_runs(python: Path, section: dict) -> dict:
     return {k: sum(v.values()) / len(v) for k, v in got.items()}
 
 
+def cold_cache():
+    """A fresh, empty ``TORCHINDUCTOR_CACHE_DIR`` for what runs inside
+    the block (the labs find it so on a fresh clone: ``.cache/`` is not
+    in git), the caller's restored after."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def block():
+        before = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+        with tempfile.TemporaryDirectory(prefix="labtime-inductor-") as d:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = d
+            try:
+                yield d
+            finally:
+                if before is None:
+                    os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+                else:
+                    os.environ["TORCHINDUCTOR_CACHE_DIR"] = before
+    return block()
+
+
+def first_use(zero: dict) -> dict:
+    """The walls of the launches that give the first-use terms: lab 4's
+    run module training one FSDP2 run, then one run and one DeepSpeed
+    engine (ZeRO-1), and lab 2's run module doing only its counter check
+    (one call of each collective through the functional collectives), on
+    2 gloo ranks, the least of two each."""
+    m = zero["model"]
+    base = {"steps": zero["steps"], "batch": zero["global_batch"],
+            "reduce_bucket_size": zero["reduce_bucket_size"],
+            "time_steps": 0, "fsdp": "fsdp2_full", **m}
+    return {"train": best(lambda: _launch("labkit.runs.zero", 2, {
+                **base, "variants": ""}), 2),
+            "deepspeed": best(lambda: _launch("labkit.runs.zero", 2, {
+                **base, "variants": "zero1"}), 2),
+            "stack": best(lambda: _launch("labkit.runs.collectives", 2, {
+                "counter_check": True}), 2)}
+
+
+def first_terms(walls: dict, launch2: float, run_s: float,
+                deepspeed_run_s: float) -> dict:
+    """``first_run_s``: the training launch, less a bare launch and the
+    run's own price; ``deepspeed_first_s``: the launch with an engine,
+    less the training launch and the engine's run; ``stack_s``: the
+    counter check's launch, less a bare one (never below 0)."""
+    return {"first_run_s": round(max(0.0, walls["train"] - launch2 -
+                                     run_s), 3),
+            "deepspeed_first_s": round(max(0.0, walls["deepspeed"] -
+                                           walls["train"] -
+                                           deepspeed_run_s), 3),
+            "stack_s": round(max(0.0, walls["stack"] - launch2), 3)}
+
+
 def constants() -> dict:
     from labkit.measure import roofline as M
     from labkit.preflight import load_profile
@@ -222,12 +346,15 @@ def constants() -> dict:
            "launch_s": {str(n): best(lambda: _launch(
                "labkit.runs.tools.selftest", n, {"mode": "ok"}))
                for n in (2, 4)}}
+    walls = first_use(cpu["zero"])
     out["build_s"] = best(lambda: _build(model))
     fit = cpu["fit"]
-    out["compile_s"] = best(lambda: _launch(
-        "labkit.runs.compile", fit["world_size"], {
-            "steps": fit["compile_steps"], "backend": fit["compile_backend"],
-            "preset": fit["compile_preset"]}), 1)
+    with cold_cache():      # every graph compiled, as on a fresh clone
+        out["compile_s"] = best(lambda: _launch(
+            "labkit.runs.compile", fit["world_size"], {
+                "steps": fit["compile_steps"],
+                "backend": fit["compile_backend"],
+                "preset": fit["compile_preset"]}), 1)
     cai = ROOT / ".venv-colossalai" / "bin" / "python"
     out["colossalai_import_s"] = best(lambda: _python(
         "import colossalai", str(cai)), 2) if cai.exists() else None
@@ -235,6 +362,9 @@ def constants() -> dict:
     torch.set_num_threads(1)
     out["slowdown"] = slowdown()
     out.update(priced(out["cpu_s"], out["slowdown"]))
+    out["first_use_walls"] = {k: round(v, 3) for k, v in walls.items()}
+    out.update(first_terms(walls, out["launch_s"]["2"],
+                           out["run_s"], out["deepspeed_run_s"]))
     out["peak_flops"] = max(M.matmul_rate(n, "fp32", 5)
                             for n in (256, 512))
     out["bf16_flops"] = M.matmul_rate(512, "bf16", 3)
@@ -251,6 +381,8 @@ def cpu_constants() -> dict:
     from labkit.preflight import load_profile
     cpu = load_profile("cpu")
     out = {"cpu_s": run_costs(cpu["memory"]["model"], cpu["zero"])}
+    out["cpu_s"]["precision_local_s"] = precision_local(cpu["precision"])
+    out["cpu_s"]["ledger_s"] = ledger_s(cpu["memory"]["model"])
     cai = ROOT / ".venv-colossalai" / "bin" / "python"
     if cai.exists():
         run = colossalai_runs(cai, cpu["colossalai"])
@@ -366,9 +498,15 @@ def probe() -> float:
 
 
 def run_labs(only=()) -> tuple[dict[str, float], list[str]]:
-    """Each lab run by the runner, a bare launch (:func:`probe`) before
-    the first and after each: the mean of the two around a lab goes to
-    ``HOUR`` (the table's ``probe_launch_s``)."""
+    """Each lab run by the runner on an empty compile cache, a bare
+    launch (:func:`probe`) before the first and after each: the mean of
+    the two around a lab goes to ``HOUR`` (the table's
+    ``probe_launch_s``)."""
+    with cold_cache():       # Inductor compiles, as on a fresh clone
+        return _run_labs(only)
+
+
+def _run_labs(only) -> tuple[dict[str, float], list[str]]:
     import run_labs as R
     os.environ["PYTHONPATH"] = R.checkout_pythonpath()
     profile = R.load_profile("cpu")

@@ -2,6 +2,7 @@
 sitting goes into the existing table, the rest of it kept, and the table
 says it was measured apart."""
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -41,3 +42,26 @@ def test_only_adds_a_lab_and_says_it_was_measured_apart(tmp_path):
     with pytest.raises(SystemExit, match="no lab nosuch"):
         B.main(["--only", "nosuch", "--out", str(out)])
     assert json.loads(out.read_text()) == new
+
+
+def test_first_use_terms_are_launches_less_what_the_plan_prices():
+    """first_run_s: the training launch less a bare launch and the run;
+    deepspeed_first_s: the engine's launch less the training launch and
+    the engine's run; stack_s: the counter check less a bare launch; a
+    noisy difference below zero counts as nothing."""
+    walls = {"train": 4.0, "deepspeed": 5.5, "stack": 3.0}
+    assert B.first_terms(walls, 2.0, 0.2, 0.3) == {
+        "first_run_s": 1.8, "deepspeed_first_s": 1.2, "stack_s": 1.0}
+    assert B.first_terms({"train": 2.0, "deepspeed": 2.0, "stack": 1.0},
+                         2.5, 0.2, 0.3) == {
+        "first_run_s": 0.0, "deepspeed_first_s": 0.0, "stack_s": 0.0}
+
+
+def test_the_labs_and_the_compile_meet_an_empty_cache(monkeypatch):
+    """The benchmark compiles on an empty Inductor cache, as a fresh
+    clone does, and gives the caller's setting back."""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/somewhere")
+    with B.cold_cache() as d:
+        assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == d
+        assert not list(Path(d).iterdir())
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == "/somewhere"

@@ -211,8 +211,7 @@ def local_part(a, args):
     return out
 
 
-def main(argv=None):
-    from labkit.runs.amp import dist as D
+def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--preset", default="llama-tiny")
     ap.add_argument("--hidden", type=int, default=256)
@@ -228,9 +227,20 @@ def main(argv=None):
     a.ks = sorted(int(k) for k in a.ks.split(","))
     if a.ks[0] < 1:
         raise SystemExit(f"k must be >= 1, got {a.ks[0]}")
+    return a
+
+
+def widened(a: argparse.Namespace) -> arch.Arch:
+    """The preset widened to ``--hidden`` / ``--ffn``."""
     base = arch.preset(a.preset)
-    rec = base.with_(hidden=a.hidden, ffn=a.ffn,
-                     head_dim=a.hidden // base.heads)
+    return base.with_(hidden=a.hidden, ffn=a.ffn,
+                      head_dim=a.hidden // base.heads)
+
+
+def main(argv=None):
+    from labkit.runs.amp import dist as D
+    a = parse_args(argv)
+    rec = widened(a)
     ctx = dist.init()
     out = {"config": vars(a), "arch": rec.as_dict()}
     t0 = time.perf_counter()

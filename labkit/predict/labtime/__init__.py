@@ -6,16 +6,18 @@
 A lab's time is the sum of what it does (:mod:`.labs` reads it from the
 profile section): a Jupyter kernel and its imports; each launch's
 start-up (torchrun, the ranks' interpreters and torch, on a GPU the CUDA
-context and NCCL's communicator), restarted when the lab kills a rank on
-purpose; each launch's work -- every training run's build and wrap (an
+context and NCCL's communicator, and the first use of what a bare launch
+never imports: FSDP, Dynamo and the optimizer's first step in a launch
+that trains, DeepSpeed's engine in one that builds an engine), restarted
+when the lab kills a rank on purpose; each launch's work -- every training run's build and wrap (an
 FSDP run, a DDP run, a DeepSpeed engine and a Colossal-AI plugin each at
 its own measured price), its steps at the step time of
 :func:`labkit.predict.roofline.step_time` on the profile's device (this CPU's measured peak and bandwidth; the H100's
 data sheet for the gpu profiles) and the communication the step does not
 hide; compiles (Inductor, DeepSpeed's ops); planted waits; checkpoint
 writes at the disk's rate (on a GPU node; the CPU profile's few MB are
-nothing); and the kernel's own work (model builds, lab 16's
-measurements).
+nothing); and the kernel's own work (model builds, lab 1's ledger
+checks, lab 16's measurements).
 
 The prices (:mod:`.machine`): on the CPU profile every one measured on
 this machine by ``scripts/bench_labtime.py`` (``cpu.json``); on a GPU
@@ -105,7 +107,8 @@ def cpu_estimate(name: str, section: dict, const: dict,
     start = const["kernel_s"] + w.subprocesses * const["import_s"]
     run = comp = wait = 0.0
     for la in w.launches:
-        start += M.launch_s(const, la.ranks) * (1 + la.restarts)
+        start += (M.launch_s(const, la.ranks) + share(la.ranks) *
+                  M.first_use_s(const, la)) * (1 + la.restarts)
         if la.colossalai:
             start += (const.get("colossalai_import_s") or 0.0) * \
                 share(la.ranks)
@@ -122,12 +125,15 @@ def cpu_estimate(name: str, section: dict, const: dict,
             const["deepspeed_run_s"] + (la.runs + la.deepspeed) *
             la.steps * step + la.builds * const["build_s"] +
             la.sequences * one + slow * la.flops / const["peak_flops"])
+        # rank 0 alone, the others waiting: a core of its own
+        run += const.get(la.rank0, 0.0) if la.rank0 else 0.0
         # a run's build is in run_s: ``values`` are priced on a GPU only
         # the benchmark's compiling launch, less the bare launch above
         comp += max(0.0, const["compile_s"] - M.launch_s(
             const, la.ranks)) if la.compile else 0.0
         wait += la.wait_s
-    run += w.builds * const["build_s"]
+    run += w.builds * const["build_s"] + w.ledgers * const.get(
+        "ledger_s", const["build_s"])
     if w.roofline:
         run += slow * roofline_work(w.roofline, const["peak_flops"],
                                     const["bf16_flops"], const["bandwidth"])
@@ -146,7 +152,8 @@ def gpu_estimate(name: str, section: dict, ops: int = 0) -> Estimate:
         comp = ops * M.OP_COMPILE_S[end]
         for la in w.launches:
             start += (M.LAUNCH_S[end] + M.CUDA_INIT_S[end] +
-                      M.NCCL_INIT_S[end]) * (1 + la.restarts)
+                      M.NCCL_INIT_S[end] + M.FIRST_USE_S[end] * (
+                          la.trains or la.stack)) * (1 + la.restarts)
             wait += la.wait_s
             comp += M.COMPILE_S[end] if la.compile else 0.0
             run += la.values / M.HOST_INIT_VALUES_S[end] + la.flops / (

@@ -36,12 +36,28 @@ class Launch:
     #                            a GPT step (lab 18's Linear blocks)
     values: int = 0            # values each rank initialises for a
     #                            model not of ``shape`` (lab 18's)
+    rank0: str = ""            # a measured constant: one process's
+    #                            work rank 0 does while the others wait
+    stack: bool = False        # uses torch.distributed's tensor stack
+    #                            (functional collectives, Dynamo) with
+    #                            no training run (lab 2's counter check)
+
+    @property
+    def trains(self) -> bool:
+        """It builds and trains a model: its first run pays the lazy
+        imports a bare launch never meets (FSDP, Dynamo, the optimizer's
+        first step), priced once per started group."""
+        return bool(self.runs or self.deepspeed or self.builds or
+                    self.sequences)
 
 
 @dataclass
 class Work:
     launches: list = field(default_factory=list)
     builds: int = 0            # model builds + one step in the kernel
+    ledgers: int = 0           # lab 1's ledger checks in the kernel: a
+    #                            build, its forward's storages measured,
+    #                            the record's ledger beside
     subprocesses: int = 0      # ``python -m labkit ...`` from a cell
     shape: dict | None = None  # the trained model (layers, hidden, ...)
     checkpoints: int = 0       # full checkpoints written (weights, Adam)
@@ -80,7 +96,7 @@ def memory(p):
         (1 if gpu else len(PRECISIONS)) + len(PRECISIONS))
     return Work([Launch(n, _n(p, "strategies"), steps=p.get("steps", 3))
                  for n in sizes],
-                builds=ledger + bool(p.get("reference")))
+                builds=bool(p.get("reference")), ledgers=ledger)
 
 
 def sharding(p):
@@ -192,22 +208,30 @@ def experts(p):
 
 
 def precision(p):
+    """runs/precision.py: rank 0's one-process part first (the formats'
+    errors, fp16 zeros, the grad scaler, accumulation over k, FP8's
+    errors: ``precision_local_s``, measured whole), then the ranks' runs
+    and, with ``deepspeed``, one engine."""
     return Work([Launch(p.get("world_size", 4), _n(p, "formats", 1),
                         int(bool(p.get("deepspeed"))),
-                        steps=p.get("scaler_steps", 0))])
+                        steps=p.get("scaler_steps", 0),
+                        rank0="precision_local_s")])
 
 
 def roofline(p):
     ws = p.get("world_size", 2)
-    return Work([Launch(ws)] if ws > 1 else [], roofline=p)
+    # the link's alpha-beta: a short all-gather sweep (labkit.runs.
+    # collectives, whose counter check meets the tensor stack)
+    return Work([Launch(ws, stack=True)] if ws > 1 else [], roofline=p)
 
 
 def hangs(p):
     from labkit.predict.hangs import DETAIL_FAULTS, HANG_FAULTS
     faults = p.get("faults") or []
     ws, wait = p.get("world_size", 3), p.get("hang_timeout_s", 2.0)
-    return Work([Launch(ws, 1) for f in faults if f in DETAIL_FAULTS]
-                + [Launch(ws, 1, wait_s=wait) for f in faults
+    # runs/hangs.py: a short loop of plain collectives, no model
+    return Work([Launch(ws) for f in faults if f in DETAIL_FAULTS]
+                + [Launch(ws, wait_s=wait) for f in faults
                    if f in HANG_FAULTS])
 
 
@@ -253,7 +277,7 @@ LABS = {"memory": memory, "sharding": sharding, "zero": zero,
         "context_parallel": context_parallel, "fit": fit,
         "experts": experts, "precision": precision, "roofline": roofline,
         "hangs": hangs, "schedules": schedules, "optimizers": optimizers,
-        "collectives": lambda p: Work([Launch(n) for n in
+        "collectives": lambda p: Work([Launch(n, stack=True) for n in
                                        p.get("world_sizes") or [2]]),
         "mesh": lambda p: Work([Launch(p.get("world_size", 4),
                                        _n(p, "layouts", 1),

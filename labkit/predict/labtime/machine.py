@@ -35,6 +35,22 @@ def launch_s(const: dict, ranks: int) -> float:
     return max(two, two + (four - two) * (ranks - 2) / 2)
 
 
+def first_use_s(const: dict, la) -> float:
+    """What a launch's ranks meet the first time, beyond a bare launch
+    (``launch_s``) and the runs' own prices (``run_s``, measured on a warm
+    process), per rank: ``first_run_s`` in a launch that trains (the lazy
+    imports of FSDP, Dynamo and the optimizer's first step), ``stack_s``
+    in one that only uses the tensor stack (functional collectives), and
+    ``deepspeed_first_s`` more when it builds a DeepSpeed engine. A
+    compiling launch's is in ``compile_s``, measured whole."""
+    if la.compile:
+        return 0.0
+    out = const.get("first_run_s", 0.0) if la.trains else \
+        const.get("stack_s", 0.0) if la.stack else 0.0
+    return out + (const.get("deepspeed_first_s", 0.0) if la.deepspeed
+                  else 0.0)
+
+
 # -- a GPU node: (low, high) seconds unless said otherwise ---------------
 GPU = "h100"               # the chip the gpu profiles are written for
 GPU_FP32_FLOPS = 67e12
@@ -47,6 +63,13 @@ assumption (lazy loading, CUDA >= 11.7, keeps it to seconds)."""
 NCCL_INIT_S = (2.0, 10.0)
 """Per launch: NCCL's bootstrap, topology search and the first
 collective's channels on 8 GPUs; an assumption."""
+FIRST_USE_S = (1.0, 4.0)
+"""Per launch that trains or uses the tensor stack: the lazy imports its
+ranks meet first (FSDP, Dynamo, the optimizer's first step, DeepSpeed's
+engine), in parallel on a node's cores; the CPU profile's measured
+``first_run_s`` and ``deepspeed_first_s`` (cpu.json, about 1.7 and 1.1 s
+on the course's 2-core machine) bound it, a faster host core takes
+less; an assumption around them."""
 COMPILE_S = (30.0, 120.0)
 """Per compiling launch: Dynamo's tracing, Inductor's codegen and
 Triton's kernel compiles on an empty cache; an assumption."""
