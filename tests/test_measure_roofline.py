@@ -1,6 +1,7 @@
 """labkit.measure.roofline: rates are rates, and every op the pure
 module predicts for the GPT's step is found, by its name, in the
 profiler's record of a real step."""
+import pytest
 import torch
 
 from labkit.measure import roofline as M
@@ -39,3 +40,19 @@ def test_matmuls_are_told_apart_by_their_widths():
     assert M.matmul_name([[32, 48], [48, 256]], 48, 256) == "head matmul"
     assert M.matmul_name([[48, 32], [32, 48]], 48, 256) == \
         "attention out matmul"
+
+
+def test_lab_12s_planner_rate_is_a_share_of_the_cores_peak():
+    """flops_per_s: measured -- one training step of the lab's model on
+    one thread, its hardware FLOPs over its CPU seconds: a positive rate
+    below the thread's matmul peak (framework calls are in it), the
+    caller's thread count kept."""
+    from labkit.predict import fit as F
+    model = {"layers": 2, "hidden": 32, "heads": 4, "vocab": 64,
+             "seq": 16, "arch": "llama"}
+    threads = torch.get_num_threads()
+    got = M.planner_rate(model, 2)
+    assert torch.get_num_threads() == threads
+    assert 0 < got["flops_per_s"] < 1.5 * got["peak"]
+    assert got["flops_per_s"] == pytest.approx(
+        F.step_flops(model, 2) / got["step_cpu_s"])

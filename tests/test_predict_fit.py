@@ -148,3 +148,15 @@ def test_the_pick_as_the_whole_job_under_fsdp2():
     with pytest.raises(ValueError, match="FSDP2"):
         F.job_verdict(g["model"], 8, [r for r in rows
                                       if r["strategy"] == "ddp"][0], 80e9)
+
+
+def test_step_flops_is_what_the_plan_prices_per_rank():
+    """A step's hardware FLOPs (lab 12 divides them by a measured step's
+    seconds) are the plan's per-rank FLOPs times the ranks; full
+    recomputation adds its second forward."""
+    rows = F.plan(CPU, 2, 16, 6e6, 1e10, 1e9)
+    for r in rows:
+        assert 2 * r["flops"] == pytest.approx(F.step_flops(
+            CPU, 16, r["recompute"]))
+    assert F.step_flops(CPU, 8, "full") / F.step_flops(CPU, 8) == \
+        pytest.approx(F.recompute_flop_ratio(CPU, "full"))

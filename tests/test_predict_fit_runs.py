@@ -86,3 +86,14 @@ def test_host_ram_per_node_below_64_gb_when_built_on_meta():
     assert host["total"] > 215e9
     with pytest.raises(ValueError, match="build"):
         host_bytes(GPU8, build="disk")
+
+
+def test_a_measured_rate_must_be_measured_before_the_plan_chooses():
+    """The CPU profile's flops_per_s is 'measured' (lab 12 measures it in
+    its kernel, the dry run before its cases): the pure plan refuses to
+    choose without a number, in one line."""
+    cpu = load_profile("cpu")["fit"]
+    assert cpu["flops_per_s"] == "measured"
+    with pytest.raises(ValueError, match="measured before"):
+        runs(cpu)
+    assert runs({**cpu, "flops_per_s": 1e10})

@@ -61,6 +61,14 @@ def _positive(name, v):   # a rate or a budget: 1e18 is an exascale rank
     return R.number(name, v, 0, 1e18, open_low=True)
 
 
+def _rate_or_measured(name, v):   # lab 12: FLOP/s, or this CPU's
+    if v == "measured":
+        return v
+    if isinstance(R._parse(v), str):
+        R.refuse(name, v, "a finite number > 0 (FLOP/s) or 'measured'")
+    return _positive(name, v)
+
+
 def _seconds(name, v):   # a timeout: finite, positive, under a day
     return R.number(name, v, 0, 86_400, open_low=True)
 
@@ -184,7 +192,7 @@ RULES = {
     "timeout_s": _seconds, "hang_timeout_s": _seconds,
     "compile_timeout_s": _seconds,
     "delay_ms": lambda name, v: R.number(name, v, 0, 60_000, True),
-    "budget_bytes": _positive, "flops_per_s": _positive,
+    "budget_bytes": _positive, "flops_per_s": _rate_or_measured,
     "link_bytes_per_s": _positive,
     "loss_tolerance": lambda name, v: R.number(name, v, 0, 1e6),
     "bucket_caps_mb": lambda name, v: R.numbers(name, v, 0, high=2 ** 20),

@@ -93,5 +93,9 @@ def _accumulation_case(p: dict, run: R.Run) -> Case:
 
 @lab("fit")
 def _fit(p: dict) -> list[Case]:
+    if p.get("flops_per_s") == "measured":   # the CPU profile: as the lab
+        from labkit.measure.roofline import planner_rate
+        p = {**p, "flops_per_s": planner_rate(
+            p["model"], p["global_batch"] // p["world_size"])["flops_per_s"]}
     return [_accumulation_case(p, r) if r.accumulation_run else _case(p, r)
             for r in R.runs(p)]

@@ -6,6 +6,8 @@ the twin of :mod:`labkit.predict.roofline`.
     M.stream_rate(1 << 24)            # bytes/s of out = a + b (3 passes)
     M.call_overhead()                 # seconds one framework call costs
     M.step_times(model, x, y, opt)    # {op name: seconds}, the step's time
+    M.step_rate(model, x, y, opt, flops)  # FLOP/s a step reaches, 1 thread
+    M.planner_rate(lab_model, batch)  # lab 12's rate: the same, built here
 
 Peak and bandwidth are the best of a few repeats (Williams et al. 2009
 measure both with kernels of their own: a dense matmul for the ceiling,
@@ -138,6 +140,53 @@ def train_step(model, x, y, opt):
     opt.step()
     opt.zero_grad(set_to_none=True)
     return loss
+
+
+def step_rate(model, x, y, opt, flops: float, steps: int = 3,
+              warmup: int = 1) -> dict:
+    """The FLOP/s one training step of ``model`` reaches on this CPU, on
+    one thread as a rank runs (the launcher sets ``OMP_NUM_THREADS=1``):
+    ``flops`` (the step's hardware FLOPs, e.g. :func:`labkit.predict.fit.
+    step_flops`) over the least CPU seconds of ``steps`` steps. A
+    calibrated roofline's rate for this model: the matmuls' share of the
+    peak with every framework call in it (chapter 16). ``{"flops_per_s",
+    "step_cpu_s"}``."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for _ in range(warmup):
+            train_step(model, x, y, opt)
+        best = float("inf")
+        for _ in range(steps):
+            c = time.process_time()
+            train_step(model, x, y, opt)
+            best = min(best, time.process_time() - c)
+    finally:
+        torch.set_num_threads(threads)
+    return {"flops_per_s": flops / best, "step_cpu_s": best}
+
+
+def planner_rate(model: dict, batch: int) -> dict:
+    """Lab 12's planner rate on this CPU (its profile's ``flops_per_s:
+    measured``): :func:`step_rate` of the lab's ``model`` dict
+    (``labkit.nn.model.GPTConfig``'s fields) on ``batch`` sequences, AdamW,
+    one thread; and that thread's fp32 matmul ``peak`` beside it (the
+    rate's share of the peak is the calibrated efficiency). ``{"flops_per_s",
+    "step_cpu_s", "peak"}``."""
+    from labkit.nn.model import GPTConfig, batch as make_batch, build
+    from labkit.predict.fit import step_flops
+    cfg = GPTConfig(**model)
+    net = build(cfg)
+    x, y = make_batch(cfg, batch, 0)
+    out = step_rate(net, x, y, torch.optim.AdamW(net.parameters()),
+                    step_flops(model, batch))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        out["peak"] = max(matmul_rate(n, "fp32") for n in (256, 512))
+    finally:
+        torch.set_num_threads(threads)
+    return out
 
 
 def step_times(model, x, y, opt, steps: int = 3, warmup: int = 2,

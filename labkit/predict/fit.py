@@ -129,6 +129,14 @@ def units(model: dict) -> list:
     return _units(_full(model))
 
 
+def step_flops(model: dict, batch: int, recompute: str = "none") -> float:
+    """Hardware FLOPs of one training step of ``batch`` sequences
+    (:func:`labkit.predict.model.flops.hardware_flops`; recomputation's
+    second forward under ``full``)."""
+    return _hardware_flops(_full(model), batch,
+                           "full" if recompute == "full" else "none")
+
+
 def recompute_flop_ratio(model: dict, recompute: str) -> float:
     """Hardware FLOPs of a step under ``recompute`` over those without:
     full recomputation runs every block's forward twice; selective

@@ -52,6 +52,10 @@ def _precision(p: dict) -> tuple[str, str]:
 def chosen(p: dict) -> F.Config:
     """The planner's choice for lab 12's parameters ``p``."""
     precision, where = _precision(p)
+    if p["flops_per_s"] == "measured":
+        raise ValueError("lab 12's flops_per_s is 'measured': this CPU's "
+                         "rate (labkit.measure.roofline.planner_rate) must "
+                         "be measured before the plan can choose")
     best = F.choose(F.plan(p["model"], p["world_size"], p["global_batch"],
                            p["budget_bytes"], p["flops_per_s"],
                            p["link_bytes_per_s"], precision, where))
