@@ -102,6 +102,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT))
 TABLE = ROOT / "labkit" / "predict" / "labtime" / "cpu.json"
+from run_labs import empty_compile_cache  # noqa: E402
 LAB_IMPORTS = ("import matplotlib.pyplot as plt\nimport pandas as pd\n"
                "import torch\nfrom labkit.lab import Results, check\n"
                "from labkit.launch import launch\n")
@@ -227,22 +228,18 @@ def precision_local(section: dict) -> float:
     """CPU seconds of lab 14's one-process part (``labkit.runs.precision.
     local_part``: rank 0 computes it while the other ranks wait) at the
     profile's sizes, in this process, the least of two."""
-    import torch
+    from labkit.measure.roofline import one_thread
     from labkit.runs import precision as P
     a = P.parse_args([f"--{k.replace('_', '-')}={section[k]}" for k in (
         "preset", "hidden", "ffn", "micro_batch", "block", "scaler_steps",
         "init_scale", "growth_interval") if k in section] + [
         "--ks", ",".join(map(str, section.get("ks", [1, 4, 16, 32])))])
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)     # a rank's one thread (launch sets it)
-    try:
-        out = float("inf")
+    out = float("inf")
+    with one_thread():           # a rank's one thread
         for _ in range(2):
             c = time.process_time()
             P.local_part(P.widened(a), a)
             out = min(out, time.process_time() - c)
-    finally:
-        torch.set_num_threads(threads)
     return out
 
 
@@ -280,27 +277,6 @@ def colossalai_runs(python: Path, section: dict) -> dict:
                        timeout=300, capture_output=True, text=True, env=env)
     got = json.loads(r.stdout.strip().splitlines()[-1])
     return {k: sum(v.values()) / len(v) for k, v in got.items()}
-
-
-def cold_cache():
-    """A fresh, empty ``TORCHINDUCTOR_CACHE_DIR`` for what runs inside
-    the block (the labs find it so on a fresh clone: ``.cache/`` is not
-    in git), the caller's restored after."""
-    import contextlib
-
-    @contextlib.contextmanager
-    def block():
-        before = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-        with tempfile.TemporaryDirectory(prefix="labtime-inductor-") as d:
-            os.environ["TORCHINDUCTOR_CACHE_DIR"] = d
-            try:
-                yield d
-            finally:
-                if before is None:
-                    os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
-                else:
-                    os.environ["TORCHINDUCTOR_CACHE_DIR"] = before
-    return block()
 
 
 def first_use(zero: dict) -> dict:
@@ -349,7 +325,7 @@ def constants() -> dict:
     walls = first_use(cpu["zero"])
     out["build_s"] = best(lambda: _build(model))
     fit = cpu["fit"]
-    with cold_cache():      # every graph compiled, as on a fresh clone
+    with empty_compile_cache():   # every graph compiled, as on a fresh clone
         out["compile_s"] = best(lambda: _launch(
             "labkit.runs.compile", fit["world_size"], {
                 "steps": fit["compile_steps"],
@@ -502,7 +478,7 @@ def run_labs(only=()) -> tuple[dict[str, float], list[str]]:
     launch (:func:`probe`) before the first and after each: the mean of
     the two around a lab goes to ``HOUR`` (the table's
     ``probe_launch_s``)."""
-    with cold_cache():       # Inductor compiles, as on a fresh clone
+    with empty_compile_cache():   # Inductor compiles, as on a fresh clone
         return _run_labs(only)
 
 

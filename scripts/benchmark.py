@@ -102,32 +102,24 @@ def bench_compile_lab(name: str, nb: Path, params: dict) -> list[dict]:
     `make test` pays), then warm, as on every later run. The budget is
     the warm run's; the cold run is reported beside it, not judged."""
     rows = []
-    before = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    with tempfile.TemporaryDirectory(prefix="inductor-cold-") as cache:
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
-        try:
-            for cold in (True, False):
-                what = f"lab {name} ({'cold' if cold else 'warm'} " \
-                    "compile cache)"
-                print(f"{what} (cpu profile) ...", flush=True)
-                status, seconds, detail = run_labs.run_lab(
-                    name, nb, "cpu", params, out=OUT / "labs")
-                ok = status == "ok"
-                if ok and cold:
-                    status, detail = "reported", (
-                        "the budget applies to the warm run")
-                elif ok:
-                    status, detail = "ok", ""
-                else:
-                    status = "FAILED"
-                rows.append(row(what, LAB_BUDGET_S, seconds, status,
-                                detail))
-                print(f"  {seconds:.1f} s, {status}", flush=True)
-        finally:
-            if before is None:
-                os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+    with run_labs.empty_compile_cache():
+        for cold in (True, False):
+            what = f"lab {name} ({'cold' if cold else 'warm'} " \
+                "compile cache)"
+            print(f"{what} (cpu profile) ...", flush=True)
+            status, seconds, detail = run_labs.run_lab(
+                name, nb, "cpu", params, out=OUT / "labs")
+            ok = status == "ok"
+            if ok and cold:
+                status, detail = "reported", (
+                    "the budget applies to the warm run")
+            elif ok:
+                status, detail = "ok", ""
             else:
-                os.environ["TORCHINDUCTOR_CACHE_DIR"] = before
+                status = "FAILED"
+            rows.append(row(what, LAB_BUDGET_S, seconds, status,
+                            detail))
+            print(f"  {seconds:.1f} s, {status}", flush=True)
     return rows
 
 

@@ -51,11 +51,13 @@ the summary: each lab's status and note already say what failed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import datetime as dt
 import json
 import signal
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -81,6 +83,23 @@ def lab_name(path: Path) -> str:
     stem = path.stem
     head, _, tail = stem.partition("_")
     return tail if head.isdigit() and tail else stem
+
+
+@contextlib.contextmanager
+def empty_compile_cache():
+    """A fresh, empty ``TORCHINDUCTOR_CACHE_DIR`` for what runs inside the
+    block (kernels, torchrun ranks: they inherit it), as a fresh clone
+    meets it (``.cache/`` is not in git); the caller's setting after."""
+    before = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    with tempfile.TemporaryDirectory(prefix="inductor-cold-") as cache:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
+        try:
+            yield cache
+        finally:
+            if before is None:
+                os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+            else:
+                os.environ["TORCHINDUCTOR_CACHE_DIR"] = before
 
 
 def discover(labs: Path = LABS) -> dict[str, Path]:

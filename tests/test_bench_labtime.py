@@ -12,6 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import bench_labtime as B  # noqa: E402
+import run_labs  # noqa: E402
 
 
 def _run(folder: Path, lab: str, seconds: float, finished: str) -> None:
@@ -58,10 +59,16 @@ def test_first_use_terms_are_launches_less_what_the_plan_prices():
 
 
 def test_the_labs_and_the_compile_meet_an_empty_cache(monkeypatch):
-    """The benchmark compiles on an empty Inductor cache, as a fresh
-    clone does, and gives the caller's setting back."""
+    """The benchmarks compile on an empty Inductor cache, as a fresh clone
+    does (run_labs.empty_compile_cache, which bench_labtime and
+    benchmark.py share), and give the caller's setting back."""
+    assert B.empty_compile_cache is run_labs.empty_compile_cache
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/somewhere")
-    with B.cold_cache() as d:
+    with B.empty_compile_cache() as d:
         assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == d
         assert not list(Path(d).iterdir())
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == "/somewhere"
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
+    with B.empty_compile_cache():
+        pass
+    assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ

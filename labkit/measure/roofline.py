@@ -19,6 +19,7 @@ roofline is a property of one chip, no launch needed.
 """
 from __future__ import annotations
 
+import contextlib
 import time
 
 import torch
@@ -142,6 +143,18 @@ def train_step(model, x, y, opt):
     return loss
 
 
+@contextlib.contextmanager
+def one_thread():
+    """torch on one thread inside the block, as a rank runs (the launcher
+    sets ``OMP_NUM_THREADS=1``); the caller's count given back."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 def step_rate(model, x, y, opt, flops: float, steps: int = 3,
               warmup: int = 1) -> dict:
     """The FLOP/s one training step of ``model`` reaches on this CPU, on
@@ -151,9 +164,7 @@ def step_rate(model, x, y, opt, flops: float, steps: int = 3,
     calibrated roofline's rate for this model: the matmuls' share of the
     peak with every framework call in it (chapter 16). ``{"flops_per_s",
     "step_cpu_s"}``."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_thread():
         for _ in range(warmup):
             train_step(model, x, y, opt)
         best = float("inf")
@@ -161,8 +172,6 @@ def step_rate(model, x, y, opt, flops: float, steps: int = 3,
             c = time.process_time()
             train_step(model, x, y, opt)
             best = min(best, time.process_time() - c)
-    finally:
-        torch.set_num_threads(threads)
     return {"flops_per_s": flops / best, "step_cpu_s": best}
 
 
@@ -180,12 +189,8 @@ def planner_rate(model: dict, batch: int) -> dict:
     x, y = make_batch(cfg, batch, 0)
     out = step_rate(net, x, y, torch.optim.AdamW(net.parameters()),
                     step_flops(model, batch))
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_thread():
         out["peak"] = max(matmul_rate(n, "fp32") for n in (256, 512))
-    finally:
-        torch.set_num_threads(threads)
     return out
 
 

@@ -126,7 +126,7 @@ def cpu_estimate(name: str, section: dict, const: dict,
             la.steps * step + la.builds * const["build_s"] +
             la.sequences * one + slow * la.flops / const["peak_flops"])
         # rank 0 alone, the others waiting: a core of its own
-        run += const.get(la.rank0, 0.0) if la.rank0 else 0.0
+        run += const.get(la.rank0, 0.0)
         # a run's build is in run_s: ``values`` are priced on a GPU only
         # the benchmark's compiling launch, less the bare launch above
         comp += max(0.0, const["compile_s"] - M.launch_s(
